@@ -188,8 +188,10 @@ class KVCachePool:
     shapes = jax.eval_shape(lambda: model.init_cache(batch_size, length))
     if mesh is None:
       return jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
-    return jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype),
-                                                 logical_sharding(_CACHE_AXES, a.shape, mesh)), shapes)
+    # Created in place by a jitted zeros: no full-size host buffer, and valid on a multi-host mesh.
+    shardings = jax.tree.map(lambda a: logical_sharding(_CACHE_AXES, a.shape, mesh), shapes)
+    return jax.jit(lambda: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes),
+                   out_shardings=shardings)()
 
   def give_back(self, model, cache, mesh) -> None:
     """Keeps `cache` (returned by `decode`) for the next call of the same shape."""

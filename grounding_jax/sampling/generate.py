@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from grounding_jax.parallel import DEFAULT_RULES, logical_sharding, logical_to_spec, use_mesh
+from grounding_jax.parallel import (DEFAULT_RULES, gather_hosts, global_to_host_local,
+                                    host_local_to_global, logical_to_spec, use_mesh)
 from grounding_jax.sampling import engine, stopping
 
 
@@ -127,6 +128,12 @@ def _batch_shards(mesh, rules) -> int:
   return math.prod(mesh.shape[a] for a in axes if a in mesh.shape)
 
 
+def _host_row_multiple(mesh, rules) -> int:
+  """Rows each host pads its prompts to a multiple of, so the global batch splits over the shards."""
+  shards, hosts = _batch_shards(mesh, rules), jax.process_count()
+  return shards // hosts if shards % hosts == 0 else shards
+
+
 def _check_args(max_new_tokens, temperature, top_p, top_k, num_samples):
   if int(max_new_tokens) < 1:
     raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 1.")
@@ -151,7 +158,7 @@ def _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id: int):
     raise ValueError(f"prompt rows {bad[:5].tolist()} are empty or not LEFT-padded (mask must be "
                      "0...0 1...1); pad prompts on the left (tokenizer.padding_side='left').")
   width = int(real.max())
-  lp = bucket_length(width)
+  lp = bucket_length(int(gather_hosts(np.array([width])).max()))  # hosts' rows form one batch
   out_ids = np.full((ids.shape[0], lp), pad_id, np.int32)
   out_mask = np.zeros((ids.shape[0], lp), bool)
   out_ids[:, lp - width:] = ids[:, ids.shape[1] - width:]
@@ -199,8 +206,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
 
   ids, mask = _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id)
   num_prompts, lp = ids.shape
-  shards = _batch_shards(mesh, rules)
-  padded_prompts = -(-num_prompts // shards) * shards
+  shards = _host_row_multiple(mesh, rules)  # per host; the global batch is hosts x padded_prompts
+  padded_prompts = -(-int(gather_hosts(np.array([num_prompts])).max()) // shards) * shards
   if padded_prompts > num_prompts:  # filler rows: one real token, inactive from the start
     extra = padded_prompts - num_prompts
     ids = np.concatenate([ids, np.full((extra, lp), pad_id, np.int32)])
@@ -219,8 +226,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   graphdef, state = nnx.split(model)
   context = use_mesh(mesh, rules) if mesh is not None else contextlib.nullcontext()
   with context:
-    if mesh is not None:
-      put = lambda x, names: jax.device_put(x, logical_sharding(names, x.shape, mesh, rules))
+    if mesh is not None:  # each host's rows become its slice of the global batch
+      put = lambda x, names: host_local_to_global(x, names, mesh, rules=rules)
       ids_d, mask_d = put(ids, ("batch", "length")), put(mask, ("batch", "length"))
       active_d = put(active, ("batch",))
     else:
@@ -229,15 +236,15 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     prompt_cache, prompt_logits = engine.prefill(graphdef, state, ids_d, mask_d)
     jax.block_until_ready(prompt_logits)
     prefill_seconds = time.perf_counter() - start
-    cache = engine.POOL.take(model, n, lp + ln, mesh)
+    cache = engine.POOL.take(model, n * jax.process_count(), lp + ln, mesh)
     start = time.perf_counter()
     tokens, logprobs, lengths, stopped, steps, cache = engine.decode(
         graphdef, config, state, cache, prompt_cache, prompt_logits, mask_d, active_d, _as_key(seed),
         jnp.float32(1.0 if greedy else temperature), jnp.float32(top_p), jnp.int32(max_new_tokens),
         jnp.asarray(eos), tables)
     engine.POOL.give_back(model, cache, mesh)
-    tokens, logprobs, lengths, stopped, steps = jax.device_get(
-        (tokens, logprobs, lengths, stopped, steps))
+    tokens, logprobs, lengths, stopped, steps = (  # this host's rows only
+        global_to_host_local(x) for x in (tokens, logprobs, lengths, stopped, steps))
     decode_seconds = time.perf_counter() - start
   _LAST_STATS.clear()
   _LAST_STATS.update(prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
