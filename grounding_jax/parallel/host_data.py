@@ -33,6 +33,17 @@ def _rows_of_process(sharding: jax.sharding.Sharding, shape: Sequence[int], axis
   return rows
 
 
+def spanned_processes(mesh_or_sharding) -> int:
+  """How many processes own devices of a Mesh or Sharding (1 = a host-local layout); None -> 1."""
+  if mesh_or_sharding is None:
+    return 1
+  if isinstance(mesh_or_sharding, jax.sharding.Mesh):
+    devices = mesh_or_sharding.devices.flat
+  else:
+    devices = mesh_or_sharding.device_set
+  return len({d.process_index for d in devices})
+
+
 def gather_hosts(x, axis: int = 0) -> np.ndarray:
   """Every process's `x` concatenated in process order along `axis` (the identity on one process).
 
@@ -70,20 +81,20 @@ def host_local_to_global(local, sharding_or_names, mesh: jax.sharding.Mesh | Non
 
   Returns:
     jax.Array of shape local.shape with dimension `batch_axis` multiplied by the process count;
-    process p's rows are [p * n, (p + 1) * n). On one process: `jax.device_put(local, sharding)`.
+    process p's rows are [p * n, (p + 1) * n). On one process (or a mesh of this host's devices
+    only): `jax.device_put(local, sharding)`.
   """
   local = np.asarray(local)
-  hosts = jax.process_count()
+  given = isinstance(sharding_or_names, jax.sharding.Sharding)
+  if not given and mesh is None:
+    raise ValueError(f"host_local_to_global: logical names {sharding_or_names!r} need mesh=")
+  hosts = spanned_processes(sharding_or_names if given else mesh)
   global_shape = list(local.shape)
   global_shape[batch_axis] *= hosts
   global_shape = tuple(global_shape)
-  if isinstance(sharding_or_names, jax.sharding.Sharding):
-    sharding = sharding_or_names
-  else:
-    if mesh is None:
-      raise ValueError(f"host_local_to_global: logical names {sharding_or_names!r} need mesh=")
-    sharding = rules_lib.logical_sharding(sharding_or_names, global_shape, mesh, rules)
-  if hosts == 1:
+  sharding = sharding_or_names if given else rules_lib.logical_sharding(
+      sharding_or_names, global_shape, mesh, rules)
+  if hosts == 1:  # one process, or a mesh of this host's devices only
     return jax.device_put(local, sharding)
   n = local.shape[batch_axis]
   start = jax.process_index() * n

@@ -36,7 +36,8 @@ import numpy as np
 from flax import nnx
 
 from grounding_jax.parallel import (DEFAULT_RULES, gather_hosts, global_to_host_local,
-                                    host_local_to_global, logical_to_spec, use_mesh)
+                                    host_local_to_global, logical_to_spec, spanned_processes,
+                                    use_mesh)
 from grounding_jax.sampling import engine, stopping
 
 
@@ -130,8 +131,13 @@ def _batch_shards(mesh, rules) -> int:
 
 def _host_row_multiple(mesh, rules) -> int:
   """Rows each host pads its prompts to a multiple of, so the global batch splits over the shards."""
-  shards, hosts = _batch_shards(mesh, rules), jax.process_count()
+  shards, hosts = _batch_shards(mesh, rules), spanned_processes(mesh)
   return shards // hosts if shards % hosts == 0 else shards
+
+
+def _hosts_max(value: int, mesh) -> int:
+  """max(value) over the processes of a multi-host mesh (their rows form one batch); else value."""
+  return int(gather_hosts(np.array([value])).max()) if spanned_processes(mesh) > 1 else value
 
 
 def _check_args(max_new_tokens, temperature, top_p, top_k, num_samples):
@@ -147,7 +153,7 @@ def _check_args(max_new_tokens, temperature, top_p, top_k, num_samples):
     raise ValueError(f"num_samples={num_samples} must be >= 1.")
 
 
-def _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id: int):
+def _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id: int, mesh=None):
   ids = np.asarray(prompt_ids, np.int32)
   mask = np.asarray(prompt_mask).astype(bool)
   if ids.ndim != 2 or ids.shape != mask.shape:
@@ -158,7 +164,7 @@ def _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id: int):
     raise ValueError(f"prompt rows {bad[:5].tolist()} are empty or not LEFT-padded (mask must be "
                      "0...0 1...1); pad prompts on the left (tokenizer.padding_side='left').")
   width = int(real.max())
-  lp = bucket_length(int(gather_hosts(np.array([width])).max()))  # hosts' rows form one batch
+  lp = bucket_length(_hosts_max(width, mesh))
   out_ids = np.full((ids.shape[0], lp), pad_id, np.int32)
   out_mask = np.zeros((ids.shape[0], lp), bool)
   out_ids[:, lp - width:] = ids[:, ids.shape[1] - width:]
@@ -188,6 +194,9 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     tokenizer: decodes `texts` and defines the bytes of each token for stop strings.
     seed: int or PRNG key. Pass a fresh key every call; row r's draws depend only on (key, r).
     mesh: a jax Mesh; batch rows are split over its (data, fsdp) axes, heads over tensor (`rules`).
+      On a mesh spanning several processes, every process calls with ITS prompts (same count on
+      each); they run as one global batch (process p's rows after those of processes < p, which
+      fixes each row's key) and each process gets back only its own rows.
     rules: logical-axis rules; default grounding_jax.parallel.DEFAULT_RULES.
 
   Returns:
@@ -204,10 +213,10 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
                   *eos_ids, 0]
     pad_id = next(int(c) for c in candidates if c is not None)
 
-  ids, mask = _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id)
+  ids, mask = _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id, mesh)
   num_prompts, lp = ids.shape
   shards = _host_row_multiple(mesh, rules)  # per host; the global batch is hosts x padded_prompts
-  padded_prompts = -(-int(gather_hosts(np.array([num_prompts])).max()) // shards) * shards
+  padded_prompts = -(-_hosts_max(num_prompts, mesh) // shards) * shards
   if padded_prompts > num_prompts:  # filler rows: one real token, inactive from the start
     extra = padded_prompts - num_prompts
     ids = np.concatenate([ids, np.full((extra, lp), pad_id, np.int32)])
@@ -236,7 +245,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     prompt_cache, prompt_logits = engine.prefill(graphdef, state, ids_d, mask_d)
     jax.block_until_ready(prompt_logits)
     prefill_seconds = time.perf_counter() - start
-    cache = engine.POOL.take(model, n * jax.process_count(), lp + ln, mesh)
+    cache = engine.POOL.take(model, n * spanned_processes(mesh), lp + ln, mesh)
     start = time.perf_counter()
     tokens, logprobs, lengths, stopped, steps, cache = engine.decode(
         graphdef, config, state, cache, prompt_cache, prompt_logits, mask_d, active_d, _as_key(seed),
