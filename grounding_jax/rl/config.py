@@ -62,6 +62,17 @@ def default_config() -> ml_collections.ConfigDict:
       stop=(),                    # stop strings, e.g. ("</answer>",)
       max_prompt_tokens=0,        # 0 = no limit; otherwise longer prompts are left-truncated
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 switch
+      kind="standard",            # "standard" | "lear": + LEAR's three answer passes (rl/lear_rollout.py)
+      # LEAR Eq. 4 answer passes (kind="lear" only; note 003 §4 defaults, see lear_rollout.LearOptions)
+      lear=ml_collections.ConfigDict(dict(
+          answer_max_new_tokens=64,   # note §12: 32–64
+          answer_prefix="<answer>",   # forced after each context (not trained on); "" = model writes it
+          answer_stop=("</answer>",),
+          keep_empty_tags=True,       # ctx_r keeps "<extract></extract>", ctx_e "<reason></reason>"
+          evidence_context_instruction=True,  # ctx_e = the prompt without passages; False = question only
+          # o_r / o_e temperature; None = the rollout's settings, 0 = greedy (o_f always the rollout's)
+          masked_temperature=ml_collections.FieldReference(None, field_type=float),
+      )),
   ))
 
   c.reward = ml_collections.ConfigDict(dict(

@@ -96,14 +96,18 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
   Args:
     model: a Transformer (hidden_states, lm_head_kernel).
     prompt_ids, prompt_mask: int32 / bool [N, Lp], left-padded (one row per completion).
-    completion_ids, completion_mask: int32 / bool [N, L], right-padded.
+    completion_ids, completion_mask: int32 / bool [N, L], right-padded. Every completion token up
+      to a row's last True is attended, so a token inside the completion that conditions what follows
+      without counting (LEAR's forced "<answer>" prefix, rl/lear_rollout.py) stays in the context.
   Returns:
     (logp float32 [N, L], entropy float32 [N, L] or None); values at masked positions are arbitrary.
   """
   lp = prompt_ids.shape[1]
   length = completion_ids.shape[1]
   ids = jnp.concatenate([prompt_ids, completion_ids], axis=1).astype(jnp.int32)
-  mask = jnp.concatenate([prompt_mask, completion_mask], axis=1).astype(bool)
+  # Holes in completion_mask are closed (reverse running max); prefix masks are unchanged.
+  attended = jax.lax.cummax(completion_mask.astype(jnp.int32), axis=1, reverse=True) > 0
+  mask = jnp.concatenate([prompt_mask.astype(bool), attended], axis=1)
   hidden = model.hidden_states(ids, mask)
   hidden = hidden[:, lp - 1:lp - 1 + length]
   return token_logprobs(hidden, model.lm_head_kernel(), completion_ids.astype(jnp.int32),

@@ -25,6 +25,7 @@ from grounding_jax import parallel
 from grounding_jax.rewards import base as rewards_base
 from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
+from grounding_jax.rl import lear_rollout
 from grounding_jax.rl import losses
 from grounding_jax.rl import reward_pool
 from grounding_jax.rl import rollout as rollout_lib
@@ -255,13 +256,24 @@ class Trainer:
     g = r.group_size
     examples = stream.take(r.prompts_per_step)
     t0 = time.perf_counter()
-    ro = rollout_lib.sample(model, self.tokenizer, examples, prompt_fn, group_size=g,
-                            max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-                            top_p=r.top_p, top_k=r.top_k, stop=tuple(r.stop),
-                            max_prompt_tokens=r.max_prompt_tokens, seed=key, mesh=self.mesh)
+    if r.kind == "lear":  # LEAR Eq. 4: answers from 3 hard-masked contexts; o_f is trained on
+      ls = lear_rollout.sample(model, self.tokenizer, examples, prompt_fn, group_size=g,
+                               max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+                               top_p=r.top_p, top_k=r.top_k, stop=tuple(r.stop),
+                               max_prompt_tokens=r.max_prompt_tokens, seed=key, mesh=self.mesh,
+                               options=lear_rollout.LearOptions.from_config(r.lear))
+      ro, completions, extras = ls.rollout, ls.completions, ls.extras
+    elif r.kind == "standard":
+      ro = rollout_lib.sample(model, self.tokenizer, examples, prompt_fn, group_size=g,
+                              max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+                              top_p=r.top_p, top_k=r.top_k, stop=tuple(r.stop),
+                              max_prompt_tokens=r.max_prompt_tokens, seed=key, mesh=self.mesh)
+      completions, extras = ro.texts, {}
+    else:
+      raise ValueError(f"rollout.kind={r.kind!r}; expected 'standard' or 'lear'")
     t1 = time.perf_counter()
-    scored = pool(ro.texts, ro.row_examples(), {"lengths": list(ro.lengths),
-                                                "truncated": list(ro.truncated)})
+    scored = pool(completions, ro.row_examples(), {"lengths": list(ro.lengths),
+                                                   "truncated": list(ro.truncated), **extras})
     values = dict(scored.values)
     if c.dapo.overlong_shaping:  # DAPO Eq. 13, added to the reward before normalisation
       pen = rewards_base.overlong_penalty(ro.lengths, r.max_new_tokens, c.dapo.overlong_buffer,

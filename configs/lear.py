@@ -1,0 +1,57 @@
+r"""LEAR (seed 003): extract rational evidence; answers from three hard-masked contexts; std-floored GRPO.
+
+  python launch/build_data.py --recipe=lear --source=dpr --train_input=nq-train-dpr-top5.json \
+      --reader_kwargs=n_ctx=5 --output_dir=/data/lear_nq
+  python launch/train.py --config=configs/lear.py --config.model.path=/ckpt/Qwen2.5-1.5B-Instruct \
+      --config.stages[0].data.path=/data/lear_nq/train.jsonl --workdir=/runs/lear
+  python launch/train.py --config=configs/lear.py:runlocal --workdir=/tmp/gj_lear   # CPU, minutes
+
+The policy writes <reason>r</reason><extract>e</extract> (stop "</extract>", Table 10), then answers
+three times, from (q, P, r), (q, e) and (q, P, r, e) contexts prefilled from scratch (Eq. 4,
+rollout.kind="lear", grounding_jax.rl.lear_rollout); only ỹ = {r, e, o_f} is trained on (Eq. 12).
+Reward (Eqs. 5–9): 0.8 · mean F1(o_r, o_e, o_f) + 0.1 · length + 0.1 · format, ω = 0.9.
+
+Paper (note 003 §12): Qwen2.5-{1.5B,7B}-Instruct, full-parameter, 1 epoch of NQ train (79.1k) with
+DPR top-5 passages, lr 1e-6, PPO ε = 0.2, β = 1e-2, advantages (R − mean) / max(pop. std, 0.1)
+(Eq. 11). Not reported, so [DECISION] per the note: G = 8, temperature / top-p 1.0, 768 new tokens
+for r + e, 64 per answer pass, prompts ≤ 1536 tokens, AdamW with no weight decay, constant lr after a
+short warm-up, k3 KL, GRPO's per-sequence token mean, τ = γ = 0.5 (tuned in the paper over
+{.1,.2,.5,1} / {.1,.3,.5,.8,1}; final values unreported — sweep
+`--config.reward.functions[0].options.tau`). 64 prompts × 8 per step ≈ 1,237 steps for one epoch.
+Lengths for Eqs. 6–7 are whitespace words (the reward's tokenizer option is not a config value).
+"""
+
+from grounding_jax.data import prompts
+from grounding_jax.rl import config as rl_config
+from grounding_jax.rl import presets
+
+
+def get_config(arg=None):
+  c = rl_config.default_config()
+  c.model.path = ""
+  c.model.compute_dtype = "bfloat16"
+  c.model.remat = True
+  c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=768, temperature=1.0,
+                        top_p=1.0, top_k=0, stop=prompts.STOP_STRINGS["lear"],
+                        max_prompt_tokens=1536, kind="lear"))
+  c.rollout.lear.update(dict(answer_max_new_tokens=64, answer_prefix="<answer>",
+                             answer_stop=prompts.LEAR_ANSWER_STOP_STRINGS, keep_empty_tags=True,
+                             evidence_context_instruction=True))
+  c.reward.functions = [presets.reward_fn("lear", tau=0.5, gamma=0.5, omega=0.9,
+                                          weights=(0.8, 0.1, 0.1))]
+  # Eq. 11: population std floored at ε_std = 0.1 (the paper's {0.49, 0.51} example); no extra eps.
+  c.advantage.update(dict(scale="group", std_ddof=0, std_floor=0.1, eps=0.0))
+  c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=1e-2, kl_estimator="k3",
+                     aggregation="seq_mean_token_mean"))
+  c.update_loop.update(dict(num_iterations=1, num_minibatches=1, micro_batch_size=8))
+  c.optimizer.update(dict(learning_rate=1e-6, schedule="constant", warmup_steps=10, weight_decay=0.0,
+                          max_grad_norm=1.0))
+  c.stages = [rl_config.stage("lear", num_steps=1237)]
+  c.stages[0].data.update(dict(kind="jsonl", recipe="lear"))
+  c.checkpoint.every_steps = 100
+  if arg == "runlocal":
+    presets.runlocal(c, recipe="lear", max_new_tokens=128)
+    c.rollout.lear.answer_max_new_tokens = 16
+    c.stages[0].data.answerable_ratio = 1.0   # invented names: no answer in context, no F1
+  return c
+
