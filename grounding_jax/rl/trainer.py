@@ -185,11 +185,12 @@ class Trainer:
       global_step, position = meta["step"], meta["data_position"]
       optimizer, _ = self._optimizer(c.stages[stage_idx])
       target = {"params": self.params, "opt_state": optimizer.init(self.params),
-                "rng": jax.random.key_data(rng)}
+                "rng": np.asarray(jax.random.key_data(rng))}
       if use_ref:
         target["ref_params"] = self.params
-      restored, _ = self.checkpointer.restore(target)
-      self.params, rng = restored["params"], jax.random.wrap_key_data(restored["rng"])
+      restored, _ = self.checkpointer.restore(self._on_mesh(target))
+      self.params = restored["params"]
+      rng = jax.random.wrap_key_data(np.asarray(restored["rng"]))
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
                                           initial_step=global_step, console=c.logging.console)
     done_here = 0
@@ -231,7 +232,7 @@ class Trainer:
             last = stage_step == st.num_steps or (max_steps is not None and done_here >= max_steps)
             if global_step % c.checkpoint.every_steps == 0 or last:
               state = {"params": self.params, "opt_state": opt_state,
-                       "rng": jax.random.key_data(rng)}
+                       "rng": np.asarray(jax.random.key_data(rng))}
               if use_ref:
                 state["ref_params"] = ref_params
               self.checkpointer.save(global_step, state, {
@@ -302,7 +303,8 @@ class Trainer:
       rounds.append(ro), values.append(vals), usable.append(use), failed.append(fail)
       t_sample, t_reward = t_sample + ts, t_reward + tr
       informative = ~adv_lib.zero_variance_groups(np.concatenate([v["reward"] for v in values]), g)
-      if not c.dapo.dynamic_sampling or (informative & np.concatenate(usable)).sum() >= want:
+      if not c.dapo.dynamic_sampling or self._all_hosts(
+          (informative & np.concatenate(usable)).sum() >= want):
         break
     # Metrics describe the first round: an unbiased sample of the current policy.
     metrics = self._rollout_metrics(rounds[0], values[0], failed[0])
@@ -326,10 +328,11 @@ class Trainer:
     if c.dapo.mask_truncated:  # DAPO overlong filtering
       loss_mask &= ~batch_ro.truncated[:, None]
     loss_mask &= np.repeat(all_usable[groups], g)[:, None]
-    metrics["advantage/mean"] = float(advantages.mean())
-    metrics["advantage/std"] = float(advantages.std())
-    metrics["advantage/abs_max"] = float(np.abs(advantages).max())
-    metrics["dapo/kept_informative_frac"] = float(informative[groups].mean())
+    all_adv = self._hosts(advantages)  # metrics describe the global batch, equal on every host
+    metrics["advantage/mean"] = float(all_adv.mean())
+    metrics["advantage/std"] = float(all_adv.std())
+    metrics["advantage/abs_max"] = float(np.abs(all_adv).max())
+    metrics["dapo/kept_informative_frac"] = float(self._hosts(informative[groups]).mean())
 
     batch = dict(prompt_ids=np.repeat(batch_ro.prompt_ids, g, axis=0),
                  prompt_mask=np.repeat(batch_ro.prompt_mask, g, axis=0),
@@ -365,16 +368,20 @@ class Trainer:
       metrics[k] = min(vals) if k == "ratio_min" else max(vals) if k == "ratio_max" else \
           float(np.mean(vals))
     total_time = time.perf_counter() - t_start
-    tokens = float(batch_ro.lengths.sum())
+    tokens, loss_tokens = self._hosts(np.array([batch_ro.lengths.sum(), loss_mask.sum()])
+                                      .reshape(1, 2)).sum(axis=0)
     metrics.update({"time/sample": t_sample, "time/reward": t_reward, "time/reference": t_ref,
                     "time/update": t_update, "time/step": total_time,
                     "throughput/completion_tokens_per_s": tokens / max(total_time, 1e-9),
                     "throughput/update_tokens_per_s":
-                        float(loss_mask.sum()) * c.update_loop.num_iterations / max(t_update, 1e-9)})
+                        float(loss_tokens) * c.update_loop.num_iterations / max(t_update, 1e-9)})
     return metrics, opt_state
 
   def _rollout_metrics(self, ro, values, failed):
     g = ro.group_size
+    # Every host's rows (groups stay whole), so logged means/stds/extremes are the global ones.
+    values = {k: self._hosts(values[k]) for k in sorted(values)}
+    failed, lengths, truncated = (self._hosts(x) for x in (failed, ro.lengths, ro.truncated))
     m = {}
     for k, v in sorted(values.items()):
       name = "reward/mean" if k == "reward" else f"reward/{k}"
@@ -382,24 +389,44 @@ class Trainer:
     m["reward/std"] = float(np.std(values["reward"]))
     m["reward/failed_frac"] = float(np.mean(failed))
     m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(values["reward"], g).mean())
-    m["completion_length/mean"] = float(ro.lengths.mean())
-    m["completion_length/max"] = float(ro.lengths.max())
-    m["completion_length/min"] = float(ro.lengths.min())
-    m["truncated_frac"] = float(ro.truncated.mean())
+    m["completion_length/mean"] = float(lengths.mean())
+    m["completion_length/max"] = float(lengths.max())
+    m["completion_length/min"] = float(lengths.min())
+    m["truncated_frac"] = float(truncated.mean())
     return m
+
+  def _on_mesh(self, target):
+    """A checkpoint target whose arrays off the mesh (optax's step count sits on one local device)
+    restore replicated over it, so a multi-host jitted update accepts them with the parameters."""
+    if self.mesh is None:
+      return target
+    devices = set(self.mesh.devices.flat)
+    replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated)
+                        if isinstance(x, jax.Array) and x.sharding.device_set != devices else x,
+                        target)
+
+  def _hosts(self, x) -> np.ndarray:
+    """Every host's rows of `x` (process order) when the mesh spans hosts; else `x` itself."""
+    return parallel.gather_hosts(x) if parallel.spanned_processes(self.mesh) > 1 else np.asarray(x)
+
+  def _all_hosts(self, flag: bool) -> bool:
+    """True when `flag` holds on every host (the hosts then take the same branch)."""
+    return bool(self._hosts(np.array([bool(flag)])).all())
 
   def _mesh_context(self):
     import contextlib  # pylint: disable=g-import-not-at-top
     return parallel.use_mesh(self.mesh) if self.mesh is not None else contextlib.nullcontext()
 
   def _device_batch(self, batch: dict, micro: int) -> dict:
-    """Host arrays [n, ...] -> device arrays [n / micro, micro, ...], rows sharded over batch axes."""
+    """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""
     out = {}
     for k, v in batch.items():
       v = np.asarray(v).reshape(-1, micro, *np.shape(v)[1:])
       if self.mesh is not None:
         names = (None, "batch") + (None,) * (v.ndim - 2)
-        out[k] = jax.device_put(v, parallel.logical_sharding(names, v.shape, self.mesh))
+        # This host's rows become its slice of the global micro-batches (all hosts' rows).
+        out[k] = parallel.host_local_to_global(v, names, self.mesh, batch_axis=1)
       else:
         out[k] = jnp.asarray(v)
     return out
@@ -407,7 +434,7 @@ class Trainer:
   def _logprobs(self, logprob_fn, params, batch, micro) -> np.ndarray:
     with self._mesh_context():
       lp = logprob_fn(params, self.rest, self._device_batch(batch, micro))
-    return np.asarray(jax.device_get(lp)).reshape(-1, lp.shape[-1])
+    return parallel.global_to_host_local(lp, batch_axis=1).reshape(-1, lp.shape[-1])
 
 
 def train(config: ml_collections.ConfigDict, **kwargs) -> list[dict]:

@@ -1,0 +1,112 @@
+"""One process of the two-process GRPO test (tests/rl/test_multihost.py); not a test itself.
+
+usage: python multihost_worker.py COORDINATOR NUM_PROCESSES PROCESS_ID CHECKPOINT WORKDIR OUT.npz
+Each of the 2 processes owns 4 CPU devices; together they form one fsdp 4 x tensor 2 mesh. They run
+GRPO on the toy task: one step, then a fresh Trainer resumes from the orbax checkpoint for the second
+(so saving and restoring from both processes is exercised). Every process prints a checksum of the
+updated (global) parameters; process 0 writes them and the metric history to OUT.npz.
+
+The test imports `run` and calls it in its own 8-device process for the single-process reference.
+"""
+
+import os
+import sys
+import time
+
+_START = time.monotonic()
+
+if __name__ == "__main__":  # only as a worker: the test imports run() from here too
+  os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // int(sys.argv[2])}"
+  os.environ["JAX_PLATFORMS"] = "cpu"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jax  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
+import ml_collections  # noqa: E402
+import numpy as np  # noqa: E402
+
+from grounding_jax import parallel  # noqa: E402
+from grounding_jax.rl import trainer as trainer_lib  # noqa: E402
+import toy_task  # noqa: E402
+
+PROMPTS, GROUP, NEW_TOKENS, STEPS = 4, 4, 6, 2
+MESH = {"data": 1, "fsdp": 4, "tensor": 2}
+
+
+def make_trainer(checkpoint, workdir) -> trainer_lib.Trainer:
+  """The toy GRPO run, identical on one process and two (micro-batch = all of a host's rows)."""
+  c = toy_task.toy_config(workdir, steps=STEPS, lr=1e-2, prompts=PROMPTS, group=GROUP,
+                          new_tokens=NEW_TOKENS)
+  c.model.path = str(checkpoint)
+  c.mesh = ml_collections.ConfigDict(MESH)
+  c.update_loop.micro_batch_size = PROMPTS * GROUP // jax.process_count()
+  return trainer_lib.Trainer(c, tokenizer=toy_task.make_tokenizer(),
+                             reward_functions=[("toy", 1.0, toy_task.TargetShareReward())],
+                             datasets={"toy": toy_task.make_examples(64)},
+                             prompt_fn=toy_task.prompt_fn)
+
+
+def run(checkpoint, workdir, *, resume: bool) -> tuple[list[dict], dict[str, np.ndarray]]:
+  """STEPS GRPO steps (resume=True: one, then a new Trainer restores and runs the rest).
+
+  Returns:
+    (metric history, {parameter path: full float32 value}).
+  """
+  if resume:
+    history = make_trainer(checkpoint, workdir).train(max_steps=1)
+    trainer = make_trainer(checkpoint, workdir)
+    history += trainer.train()
+  else:
+    trainer = make_trainer(checkpoint, workdir)
+    history = trainer.train()
+  flat = jax.tree_util.tree_flatten_with_path(trainer.params)[0]
+  params = {jax.tree_util.keystr(p): np.asarray(multihost_utils.process_allgather(v, tiled=True))
+            for p, v in flat}
+  return history, params
+
+
+def check_helpers():
+  """host_data across processes: each host's rows, and the all-gather fallback layouts."""
+  p, hosts = jax.process_index(), jax.process_count()
+  local = np.arange(4 * 3, dtype=np.float32).reshape(4, 3) + 100 * p
+  want = np.concatenate([np.arange(12, dtype=np.float32).reshape(4, 3) + 100 * q
+                         for q in range(hosts)])
+  devices = np.asarray(jax.devices())
+  meshes = {"batch over hosts": parallel.make_mesh({"fsdp": 8}),
+            # process 1's devices first: hosts must exchange rows (fallback path).
+            "reversed devices": jax.sharding.Mesh(devices[::-1], ("fsdp",))}
+  for mesh_name, mesh in meshes.items():
+    for names in (("batch", None), (None, None)):  # (None, None): rows replicated on every host
+      g = parallel.host_local_to_global(local, names, mesh)
+      assert g.shape == want.shape, (mesh_name, names, g.shape)
+      np.testing.assert_array_equal(np.asarray(multihost_utils.process_allgather(g, tiled=True)),
+                                    want, err_msg=f"{mesh_name} {names}")
+      np.testing.assert_array_equal(parallel.global_to_host_local(g), local,
+                                    err_msg=f"{mesh_name} {names}")
+  exact = np.array([1 / 3 + p], np.float64)
+  np.testing.assert_array_equal(parallel.gather_hosts(exact), 1 / 3 + np.arange(hosts))
+
+
+def _log(message):
+  print(f"[{time.monotonic() - _START:6.1f}s] process {jax.process_index()}: {message}", flush=True)
+
+
+def main(coordinator, num_processes, process_id, checkpoint, workdir, out_path):
+  parallel.distributed_initialize(coordinator, int(num_processes), int(process_id),
+                                  initialization_timeout=60)
+  _log("joined")
+  check_helpers()
+  _log("helpers ok")
+  history, params = run(checkpoint, workdir, resume=True)
+  checksum = float(sum(np.abs(v).astype(np.float64).sum() for v in params.values()))
+  _log(f"steps {[h['step'] for h in history]} checksum {checksum!r}")
+  if jax.process_index() == 0:
+    keys = sorted(k for k in history[0] if not k.startswith(("time/", "throughput/")))
+    np.savez(out_path, metric_names=np.array(keys),
+             metrics=np.array([[h[k] for k in keys] for h in history], np.float64),
+             **{f"param{p}": v for p, v in params.items()})
+  jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+  main(*sys.argv[1:])
