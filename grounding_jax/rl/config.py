@@ -119,6 +119,10 @@ def default_config() -> ml_collections.ConfigDict:
       num_minibatches=1,          # optimizer updates per pass (rollout rows split evenly)
       micro_batch_size=8,         # rows per gradient-accumulation micro-batch (divides a mini-batch)
       old_logprobs="recompute",   # "recompute" (forward pass before updating, VeRL) | "sampler"
+      # The update runs each step's rows at their longest prompt and last loss-bearing completion
+      # column, each rounded up to this multiple (larger = fewer compiled shapes, more padding);
+      # 0 keeps the sampler's bucketed widths (prompt bucket + max_new_tokens).
+      length_multiple=32,
   ))
 
   c.optimizer = optim.default_optimizer_config()

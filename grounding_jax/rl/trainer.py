@@ -110,6 +110,8 @@ class Trainer:
           f"rollout rows per host {n} (prompts_per_step × group_size / hosts) must split into "
           f"update_loop.num_minibatches={u.num_minibatches} mini-batches of whole "
           f"update_loop.micro_batch_size={u.micro_batch_size} micro-batches")
+    if u.length_multiple < 0:
+      raise ValueError(f"update_loop.length_multiple={u.length_multiple} must be >= 0 (0 = no trim)")
     if u.old_logprobs not in ("recompute", "sampler"):
       raise ValueError(f"update_loop.old_logprobs={u.old_logprobs!r}; use 'recompute' or 'sampler'")
     if c.dapo.overlong_shaping and not 0 < c.dapo.overlong_buffer <= c.rollout.max_new_tokens:
@@ -338,14 +340,16 @@ class Trainer:
                  prompt_mask=np.repeat(batch_ro.prompt_mask, g, axis=0),
                  completion_ids=batch_ro.completion_ids, loss_mask=loss_mask,
                  advantages=advantages.astype(np.float32))
+    if not settings.on_policy and c.update_loop.old_logprobs == "sampler":
+      batch["old_logp"] = batch_ro.sampler_logp
+    batch = self._trim(batch)
     n = len(rows)
     mb = c.update_loop.micro_batch_size
     t0 = time.perf_counter()
     if c.loss.kl_coef:
       batch["ref_logp"] = self._logprobs(logprob_fn, ref_params, batch, mb)
-    if not settings.on_policy:
-      batch["old_logp"] = (self._logprobs(logprob_fn, self.params, batch, mb)
-                           if c.update_loop.old_logprobs == "recompute" else batch_ro.sampler_logp)
+    if not settings.on_policy and c.update_loop.old_logprobs == "recompute":
+      batch["old_logp"] = self._logprobs(logprob_fn, self.params, batch, mb)
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
     step_metrics = []
@@ -413,6 +417,23 @@ class Trainer:
   def _all_hosts(self, flag: bool) -> bool:
     """True when `flag` holds on every host (the hosts then take the same branch)."""
     return bool(self._hosts(np.array([bool(flag)])).all())
+
+  def _trim(self, batch: dict) -> dict:
+    """The host batch without the padding columns no row needs (update_loop.length_multiple).
+
+    The sampler pads prompts to its bucket and completions to max_new_tokens; the update only needs
+    the longest prompt and the last loss-bearing column, rounded up so that a run compiles a few
+    shapes. Hosts agree on the widths (their arrays form one global batch).
+    """
+    multiple = self.config.update_loop.length_multiple
+    if not multiple:
+      return batch
+    widths = np.asarray(update_lib.content_widths(batch), np.int64)
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      widths = np.asarray(multihost_utils.process_allgather(widths)).reshape(-1, 2).max(axis=0)
+    return update_lib.trim_batch(batch, update_lib.round_up(int(widths[0]), multiple),
+                                 update_lib.round_up(int(widths[1]), multiple))
 
   def _mesh_context(self):
     import contextlib  # pylint: disable=g-import-not-at-top

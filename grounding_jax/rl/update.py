@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -121,6 +122,37 @@ def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callabl
     return jax.lax.map(lambda mb: one(params, rest, mb), {k: batch[k] for k in keys})
 
   return jax.jit(fn)
+
+
+_PROMPT_KEYS = ("prompt_ids", "prompt_mask")                       # left-padded: trim on the left
+_COMPLETION_KEYS = ("completion_ids", "loss_mask", "old_logp", "ref_logp")  # right-padded
+
+
+def content_widths(batch: dict) -> tuple[int, int]:
+  """(longest prompt, last completion column with loss) of a host batch of [n, ...] numpy arrays."""
+  prompt = int(np.asarray(batch["prompt_mask"]).sum(axis=1).max(initial=0))
+  cols = np.flatnonzero(np.asarray(batch["loss_mask"]).any(axis=0))
+  return prompt, int(cols[-1]) + 1 if cols.size else 0
+
+
+def trim_batch(batch: dict, prompt_width: int, completion_width: int) -> dict:
+  """Drops padding columns: prompts keep their last `prompt_width` columns, completions their first
+  `completion_width` (widths are clipped to the arrays'). Exact: left padding is masked out of
+  attention and RoPE positions count real tokens only, and under causal attention the columns after
+  the last loss-bearing token cannot change the log-probs before it.
+  """
+  out = dict(batch)
+  for k in _PROMPT_KEYS:
+    out[k] = batch[k][:, max(batch[k].shape[1] - prompt_width, 0):]
+  for k in _COMPLETION_KEYS:
+    if k in batch:
+      out[k] = batch[k][:, :completion_width]
+  return out
+
+
+def round_up(n: int, multiple: int) -> int:
+  """n rounded up to a positive multiple of `multiple` (the update's shape buckets)."""
+  return max(-(-n // multiple), 1) * multiple
 
 
 def split_model(model: nnx.Module) -> tuple[nnx.GraphDef, Any, Any]:

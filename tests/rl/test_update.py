@@ -142,3 +142,22 @@ def test_logprob_fn_matches_sampler_convention(tiny):
                            batch["completion_ids"][..., None], -1)[..., 0]
   np.testing.assert_allclose(np.where(batch["loss_mask"], got, 0), np.where(batch["loss_mask"], ref, 0),
                              rtol=1e-4, atol=1e-5)
+
+
+def test_trimming_padding_columns_is_exact(tiny, reference):
+  """Extra left padding on prompts and all-masked completion columns, trimmed back by
+  content_widths/trim_batch, give the reference update (and the widths are the content's)."""
+  batch, grads, metrics = reference
+  padded = dict(batch)
+  for k, fill in (("prompt_ids", 0), ("prompt_mask", False)):
+    padded[k] = np.concatenate([np.full((N, 4), fill, batch[k].dtype), batch[k]], axis=1)
+  for k in ("completion_ids", "loss_mask", "old_logp", "ref_logp"):
+    padded[k] = np.concatenate([batch[k], np.zeros((N, 3), batch[k].dtype)], axis=1)
+  lp, lc = update.content_widths(padded)
+  assert (lp, lc) == (batch["prompt_mask"].sum(1).max(), np.flatnonzero(batch["loss_mask"].any(0))[-1] + 1)
+  assert update.round_up(lc, 4) == 8 and update.round_up(0, 32) == 32
+  trimmed = update.trim_batch(padded, lp, lc)
+  assert trimmed["prompt_ids"].shape == (N, lp) and trimmed["old_logp"].shape == (N, lc)
+  n_padded = {k: v.shape[1] for k, v in padded.items() if v.ndim == 2}
+  assert n_padded["prompt_ids"] == LP + 4
+  _assert_same(_grads(models.load_pretrained(tiny), trimmed, 2), (grads, metrics))
