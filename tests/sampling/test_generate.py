@@ -151,5 +151,5 @@ def test_bad_arguments_raise(tiny_llama):
 
 
 def test_bucket_length():
-  assert [sampling.bucket_length(n) for n in (1, 16, 17, 25, 33, 100, 129, 200, 300)] == [
-      16, 16, 24, 32, 48, 128, 192, 256, 384]
+  assert [sampling.bucket_length(n) for n in (1, 16, 17, 25, 33, 100, 129, 200, 270, 300)] == [
+      16, 16, 20, 28, 40, 112, 160, 224, 320, 320]
