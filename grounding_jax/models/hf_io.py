@@ -144,7 +144,8 @@ def _open(path: pathlib.Path):
 
 
 def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
-                    rules=None, compute_dtype=None, remat: bool = False) -> Transformer:
+                    rules=None, compute_dtype=None, remat: bool = False,
+                    remat_policy: str = "full") -> Transformer:
   """Loads an HF checkpoint folder (config.json + safetensors) into a `Transformer`.
 
   Args:
@@ -155,6 +156,7 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
     rules: logical -> mesh axis rules; default `grounding_jax.parallel.DEFAULT_RULES`.
     compute_dtype: activation/matmul dtype; default `dtype`.
     remat: recompute layer activations in the backward pass (training memory).
+    remat_policy: "full" or "save_dots" (see Transformer).
 
   Raises:
     FileNotFoundError: missing folder, config.json or safetensors file (named).
@@ -170,7 +172,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
   files = _weight_map(folder)
 
   abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0), param_dtype=dtype,
-                                                compute_dtype=compute_dtype, remat=remat))
+                                                compute_dtype=compute_dtype, remat=remat,
+                                                remat_policy=remat_policy))
   graphdef, abstract_state = nnx.split(abstract)
   specs = _tensor_specs(config)
   np_dtype = np.dtype(dtype)

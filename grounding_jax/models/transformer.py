@@ -25,6 +25,17 @@ from grounding_jax.parallel import with_logical_constraint
 
 _ACTIVATION = ("batch", "length", "embed")  # logical names of the residual stream [B, T, D]
 
+# What a rematerialised layer keeps for the backward pass (Transformer.remat_policy).
+_REMAT_POLICIES = {
+    "full": None,  # only the layer input: the backward pass reruns the whole layer
+    # The outputs of the weight matmuls (q/k/v/o, gate/up/down projections): the backward pass
+    # recomputes only norms, RoPE, attention scores and activations. Per layer and token this keeps
+    # (2·q_heads + 2·kv_heads)·head_dim + 2·mlp + embed floats — far below the attention scores
+    # ([heads, T, T]) that make un-rematerialised training run out of memory — and skips
+    # recomputing the matmuls, which are most of a layer's FLOPs.
+    "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -62,15 +73,21 @@ class Transformer(nnx.Module):
     compute_dtype: dtype of matmuls and activations (bfloat16 on accelerators); logits are float32.
       Read at call time (embeddings are cast to it and every layer follows), so it may be reassigned.
     remat: recompute each layer's activations in the backward pass (saves memory when training).
+    remat_policy: what a rematerialised layer keeps: "full" (only its input) or "save_dots" (also
+      its weight-matmul outputs, so the backward pass reruns only the cheap parts); see
+      _REMAT_POLICIES.
     source_path: the HF folder the weights came from (set by `load_pretrained`), or None.
   """
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs, param_dtype=jnp.float32,
-               compute_dtype=jnp.float32, remat: bool = False):
+               compute_dtype=jnp.float32, remat: bool = False, remat_policy: str = "full"):
+    if remat_policy not in _REMAT_POLICIES:
+      raise ValueError(f"remat_policy={remat_policy!r}; expected one of {sorted(_REMAT_POLICIES)}")
     self.config = config
     self.param_dtype = param_dtype
     self.compute_dtype = compute_dtype
     self.remat = remat
+    self.remat_policy = remat_policy
     self.source_path: str | None = None
     # One draw from `rngs`, split per weight: each Rngs draw is a counter update, which is slow to
     # trace hundreds of times under nnx.eval_shape (load_pretrained builds the model abstractly).
@@ -176,7 +193,8 @@ class Transformer(nnx.Module):
         x, kv = block(x, positions, inv_freq, mask_bts, (cache.k[i], cache.v[i]), cache_index)
         new_kv.append(kv)
       elif self.remat:  # keep only the layer input; recompute the layer in the backward pass
-        x = nnx.remat(lambda blk, x_: blk(x_, positions, inv_freq, mask_bts)[0])(block, x)
+        x = nnx.remat(lambda blk, x_: blk(x_, positions, inv_freq, mask_bts)[0],
+                      policy=_REMAT_POLICIES[self.remat_policy])(block, x)
       else:
         x, _ = block(x, positions, inv_freq, mask_bts)
     return self.final_norm(x), new_kv

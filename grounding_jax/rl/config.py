@@ -49,6 +49,8 @@ def default_config() -> ml_collections.ConfigDict:
       param_dtype="float32",      # master weights
       compute_dtype="float32",    # "bfloat16" on accelerators
       remat=False,                # recompute layer activations in the backward pass
+      remat_policy="full",        # with remat: "full" keeps each layer's input only; "save_dots" also
+                                  # keeps its weight-matmul outputs (more memory, no matmul recompute)
   ))
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))  # -1 = all remaining devices
 

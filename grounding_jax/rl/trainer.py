@@ -87,7 +87,8 @@ class Trainer:
       from grounding_jax import models  # pylint: disable=g-import-not-at-top
       model = models.load_pretrained(config.model.path, dtype=_dtype(config.model.param_dtype),
                                      compute_dtype=_dtype(config.model.compute_dtype),
-                                     remat=config.model.remat, mesh=self.mesh)
+                                     remat=config.model.remat,
+                                     remat_policy=config.model.remat_policy, mesh=self.mesh)
       tokenizer = tokenizer or models.load_tokenizer(config.model.path)
     elif self.mesh is not None:
       model = parallel.shard_model(model, self.mesh)

@@ -161,3 +161,17 @@ def test_trimming_padding_columns_is_exact(tiny, reference):
   n_padded = {k: v.shape[1] for k, v in padded.items() if v.ndim == 2}
   assert n_padded["prompt_ids"] == LP + 4
   _assert_same(_grads(models.load_pretrained(tiny), trimmed, 2), (grads, metrics))
+
+
+@pytest.mark.parametrize("policy", ["full", "save_dots"])
+def test_remat_policies_give_the_same_update(tiny, reference, policy):
+  """The reference runs without rematerialisation; recomputing in the backward pass must not change
+  the math, whatever the layer keeps."""
+  batch, grads, metrics = reference
+  model = models.load_pretrained(tiny, remat=True, remat_policy=policy)
+  _assert_same(_grads(model, batch, 2), (grads, metrics))
+
+
+def test_unknown_remat_policy_is_a_clear_error(tiny):
+  with pytest.raises(ValueError, match="remat_policy='dots'"):
+    models.load_pretrained(tiny, remat=True, remat_policy="dots")
