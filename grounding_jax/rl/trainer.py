@@ -191,7 +191,7 @@ class Trainer:
                 "rng": np.asarray(jax.random.key_data(rng))}
       if use_ref:
         target["ref_params"] = self.params
-      restored, _ = self.checkpointer.restore(self._on_mesh(target))
+      restored, _ = self.checkpointer.restore(self._on_mesh(target, abstract=True))
       self.params = restored["params"]
       rng = jax.random.wrap_key_data(np.asarray(restored["rng"]))
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
@@ -209,7 +209,7 @@ class Trainer:
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
           restored = None
         else:  # a new stage: fresh schedule; reference = the stage's initial policy (Lessons §5)
-          opt_state = optimizer.init(self.params)
+          opt_state = self._on_mesh(optimizer.init(self.params))
           ref_params = jax.tree.map(jnp.copy, self.params) if use_ref else None
         train_step, logprob_fn = self._programs(optimizer, opt_key, settings)
         pool = reward_pool.RewardPool(self._stage_rewards(st), num_workers=c.reward.num_workers,
@@ -400,16 +400,24 @@ class Trainer:
     m["truncated_frac"] = float(truncated.mean())
     return m
 
-  def _on_mesh(self, target):
-    """A checkpoint target whose arrays off the mesh (optax's step count sits on one local device)
-    restore replicated over it, so a multi-host jitted update accepts them with the parameters."""
+  def _on_mesh(self, tree, *, abstract: bool = False):
+    """`tree` with its arrays off the mesh (optax's step count sits on one local device) replicated
+    over it — as ShapeDtypeStructs for a checkpoint target when `abstract` — so a multi-host jitted
+    update accepts them, and fresh and restored states compile one update program, not two."""
     if self.mesh is None:
-      return target
+      return tree
     devices = set(self.mesh.devices.flat)
     replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
-    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated)
-                        if isinstance(x, jax.Array) and x.sharding.device_set != devices else x,
-                        target)
+
+    def place(x):
+      if not isinstance(x, jax.Array) or x.sharding.device_set == devices:
+        return x
+      if abstract:
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated)
+      host = np.asarray(x)  # the same value on every host (e.g. a zero count)
+      return jax.make_array_from_callback(host.shape, replicated, lambda index: host[index])
+
+    return jax.tree.map(place, tree)
 
   def _hosts(self, x) -> np.ndarray:
     """Every host's rows of `x` (process order) when the mesh spans hosts; else `x` itself."""

@@ -54,8 +54,11 @@ def run(checkpoint, workdir, *, resume: bool) -> tuple[list[dict], dict[str, np.
   """
   if resume:
     history = make_trainer(checkpoint, workdir).train(max_steps=1)
+    _log(f"step 1 done {[(k, round(v, 2)) for k, v in history[0].items() if k.startswith('time/')]}")
     trainer = make_trainer(checkpoint, workdir)
+    _log("resumed trainer built")
     history += trainer.train()
+    _log(f"step 2 done {[(k, round(v, 2)) for k, v in history[1].items() if k.startswith('time/')]}")
   else:
     trainer = make_trainer(checkpoint, workdir)
     history = trainer.train()
