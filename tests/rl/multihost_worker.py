@@ -33,15 +33,31 @@ PROMPTS, GROUP, NEW_TOKENS, STEPS = 4, 4, 6, 2
 MESH = {"data": 1, "fsdp": 4, "tensor": 2}
 
 
-def make_trainer(checkpoint, workdir) -> trainer_lib.Trainer:
-  """The toy GRPO run, identical on one process and two (micro-batch = all of a host's rows)."""
+class ConstantOnProcess0(toy_task.TargetShareReward):
+  """Process 0's groups all score 0.5 (zero variance): only that host wants more DAPO rounds."""
+
+  def __call__(self, completions, examples, **extra):
+    out = super().__call__(completions, examples)
+    if jax.process_index() == 0:
+      out["reward"] = np.full_like(out["reward"], 0.5)
+    return out
+
+
+def make_trainer(checkpoint, workdir, *, dapo_rounds: int = 0) -> trainer_lib.Trainer:
+  """The toy GRPO run, identical on one process and two (micro-batch = all of a host's rows).
+
+  dapo_rounds > 0: DAPO dynamic sampling with that many extra rounds and `ConstantOnProcess0`.
+  """
   c = toy_task.toy_config(workdir, steps=STEPS, lr=1e-2, prompts=PROMPTS, group=GROUP,
                           new_tokens=NEW_TOKENS)
   c.model.path = str(checkpoint)
   c.mesh = ml_collections.ConfigDict(MESH)
   c.update_loop.micro_batch_size = PROMPTS * GROUP // jax.process_count()
+  c.dapo.dynamic_sampling = dapo_rounds > 0
+  c.dapo.max_sampling_rounds = dapo_rounds
+  reward = ConstantOnProcess0() if dapo_rounds else toy_task.TargetShareReward()
   return trainer_lib.Trainer(c, tokenizer=toy_task.make_tokenizer(),
-                             reward_functions=[("toy", 1.0, toy_task.TargetShareReward())],
+                             reward_functions=[("toy", 1.0, reward)],
                              datasets={"toy": toy_task.make_examples(64)},
                              prompt_fn=toy_task.prompt_fn)
 
@@ -66,6 +82,11 @@ def run(checkpoint, workdir, *, resume: bool) -> tuple[list[dict], dict[str, np.
   params = {jax.tree_util.keystr(p): np.asarray(multihost_utils.process_allgather(v, tiled=True))
             for p, v in flat}
   return history, params
+
+
+def _checksum(params) -> float:
+  return float(sum(np.abs(np.asarray(multihost_utils.process_allgather(v, tiled=True)))
+                   .astype(np.float64).sum() for v in jax.tree.leaves(params)))
 
 
 def check_helpers():
@@ -103,6 +124,10 @@ def main(coordinator, num_processes, process_id, checkpoint, workdir, out_path):
   history, params = run(checkpoint, workdir, resume=True)
   checksum = float(sum(np.abs(v).astype(np.float64).sum() for v in params.values()))
   _log(f"steps {[h['step'] for h in history]} checksum {checksum!r}")
+  # Hosts that disagree on whether to sample again would each wait in a different collective.
+  dapo = make_trainer(checkpoint, f"{workdir}_dapo", dapo_rounds=2)
+  rounds = dapo.train(max_steps=1)[0]["dapo/sampling_rounds"]
+  _log(f"dapo rounds {rounds:g} checksum {_checksum(dapo.params)!r}")
   if jax.process_index() == 0:
     keys = sorted(k for k in history[0] if not k.startswith(("time/", "throughput/")))
     np.savez(out_path, metric_names=np.array(keys),

@@ -6,6 +6,7 @@ run), scores its own rows and updates one set of global parameters. Both process
 print the same parameter checksum, and match the single-process run: the metrics, which hosts
 average over all rows, and the updated parameters. The multi-process run also stops after step 1 and
 resumes from its orbax checkpoint, so saving and restoring from both processes is part of the check.
+Then one DAPO dynamic-sampling step where only process 0 wants more rounds must not hang.
 """
 
 import os
@@ -80,6 +81,12 @@ def test_two_processes_train_like_one(tiny_checkpoint, tmp_path):
   assert all(sums), logs
   # One global parameter array: both hosts see the same values.
   assert sums[0].group(1) == sums[1].group(1), [s.group(0) for s in sums]
+  # DAPO: process 0's groups never vary, so it wants every extra round; process 1 is satisfied at
+  # once. Both must sample all 3 rounds together (else each waits in another collective: a hang).
+  dapo = [re.search(r"dapo rounds (\S+) checksum (\S+)", log) for log in logs]
+  assert all(dapo), logs
+  assert [d.group(1) for d in dapo] == ["3", "3"], [d.group(0) for d in dapo]
+  assert dapo[0].group(2) == dapo[1].group(2), [d.group(0) for d in dapo]
 
   got = np.load(out)
   names = list(got["metric_names"])
