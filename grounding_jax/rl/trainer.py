@@ -83,6 +83,11 @@ class Trainer:
     self.config = config
     self._check_config()
     self.mesh = _mesh_from_config(config.mesh)
+    if parallel.spanned_processes(self.mesh) != jax.process_count():  # hosts would train apart
+      raise ValueError(f"{jax.process_count()} processes share one run, but config.mesh="
+                       f"{config.mesh.to_dict()} covers the devices of "
+                       f"{parallel.spanned_processes(self.mesh)}; give the mesh all "
+                       f"{jax.device_count()} devices (e.g. fsdp=-1)")
     if model is None:
       from grounding_jax import models  # pylint: disable=g-import-not-at-top
       model = models.load_pretrained(config.model.path, dtype=_dtype(config.model.param_dtype),

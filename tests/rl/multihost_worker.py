@@ -120,6 +120,11 @@ def main(coordinator, num_processes, process_id, checkpoint, workdir, out_path):
                                   initialization_timeout=60)
   _log("joined")
   check_helpers()
+  try:  # a one-device mesh would let each host train its own copy: refused
+    trainer_lib.Trainer(toy_task.toy_config(workdir), model=object(), tokenizer=object())
+    raise AssertionError("a mesh that misses a process was accepted")
+  except ValueError as e:
+    assert "covers the devices of 1" in str(e), e
   _log("helpers ok")
   history, params = run(checkpoint, workdir, resume=True)
   checksum = float(sum(np.abs(v).astype(np.float64).sum() for v in params.values()))
