@@ -192,9 +192,13 @@ class Transformer(nnx.Module):
       if cache is not None:
         x, kv = block(x, positions, inv_freq, mask_bts, (cache.k[i], cache.v[i]), cache_index)
         new_kv.append(kv)
-      elif self.remat:  # keep only the layer input; recompute the layer in the backward pass
-        x = nnx.remat(lambda blk, x_: blk(x_, positions, inv_freq, mask_bts)[0],
-                      policy=_REMAT_POLICIES[self.remat_policy])(block, x)
+      elif self.remat:  # keep only the layer input (and what the policy saves); recompute the rest
+        # jax.checkpoint over the block's split state, not nnx.remat: nnx.remat writes the block's
+        # state back after the call, which fails when the model was merged inside another
+        # transform's trace (the reference log-prob pass runs the model inside lax.map).
+        block_def, block_state = nnx.split(block)
+        run = lambda state, x_, d=block_def: nnx.merge(d, state)(x_, positions, inv_freq, mask_bts)[0]
+        x = jax.checkpoint(run, policy=_REMAT_POLICIES[self.remat_policy])(block_state, x)
       else:
         x, _ = block(x, positions, inv_freq, mask_bts)
     return self.final_norm(x), new_kv

@@ -175,3 +175,14 @@ def test_remat_policies_give_the_same_update(tiny, reference, policy):
 def test_unknown_remat_policy_is_a_clear_error(tiny):
   with pytest.raises(ValueError, match="remat_policy='dots'"):
     models.load_pretrained(tiny, remat=True, remat_policy="dots")
+
+
+def test_logprob_fn_on_a_rematerialised_model(tiny):
+  """The reference / old log-prob pass runs the model inside lax.map; with remat on it once raised
+  flax's TraceContextError (nnx.remat wrote block state back across trace levels)."""
+  batch = _micro({k: v for k, v in _batch(96, seed=5).items()}, 2)
+  out = []
+  for remat in (False, True):
+    graphdef, params, rest = update.split_model(models.load_pretrained(tiny, remat=remat))
+    out.append(np.asarray(update.make_logprob_fn(graphdef, SETTINGS)(params, rest, batch)))
+  np.testing.assert_allclose(out[1], out[0], rtol=1e-6, atol=1e-6)
