@@ -55,6 +55,19 @@ def _constrain_cache(cache):
   return jax.tree.map(lambda x: with_logical_constraint(x, _CACHE_AXES), cache)
 
 
+def _merge_for_inference(graphdef, state):
+  """The model with its float parameters in its compute dtype.
+
+  Converted once per program, outside the decode loop, instead of inside every step's matmuls: with
+  bf16 compute over float32 master weights, each decode step then reads half the weight bytes. The
+  matmuls see the same bf16 weights either way, so log-probs match the trainer's.
+  """
+  dtype = jnp.dtype(nnx.merge(graphdef, state).compute_dtype)
+  state = jax.tree.map(
+      lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state)
+  return nnx.merge(graphdef, state)
+
+
 def _prefill(graphdef, state, prompt_ids, prompt_mask):
   """Runs the left-padded prompts through the model once.
 
@@ -65,7 +78,7 @@ def _prefill(graphdef, state, prompt_ids, prompt_mask):
     (cache with Lp slots per row, float32[P, V] logits of the last prompt position).
   """
   _TRACES["prefill"] += 1
-  model = nnx.merge(graphdef, state)
+  model = _merge_for_inference(graphdef, state)
   p, lp = prompt_ids.shape
   positions = jnp.maximum(jnp.cumsum(prompt_mask, axis=-1) - 1, 0).astype(jnp.int32)
   cache = _constrain_cache(model.init_cache(p, lp))
@@ -96,7 +109,7 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
      stop string; `steps` is the number of decode positions run.
   """
   _TRACES["decode"] += 1
-  model = nnx.merge(graphdef, state)
+  model = _merge_for_inference(graphdef, state)
   g = config.num_samples
   n, s = cache.k[0].shape[_BATCH_AXIS], cache.k[0].shape[_LENGTH_AXIS]
   lp = prompt_mask.shape[1]
