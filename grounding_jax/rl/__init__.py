@@ -5,7 +5,8 @@
     history = train(config)
 
 Parts: advantages (host numpy), losses (pure, jitted), logprobs (vocab-chunked), update (jitted step),
-rollout / reward_pool / data_stream (host side), trainer (the loop), config (defaults).
+rollout / lear_rollout (LEAR's three masked-context answer passes) / reward_pool / data_stream /
+host_batch (host side, one host or many), trainer (the loop), config (defaults).
 """
 
 from grounding_jax.rl.advantages import group_advantages, zero_variance_groups

@@ -25,6 +25,7 @@ from grounding_jax import parallel
 from grounding_jax.rewards import base as rewards_base
 from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
+from grounding_jax.rl import host_batch
 from grounding_jax.rl import lear_rollout
 from grounding_jax.rl import losses
 from grounding_jax.rl import reward_pool
@@ -83,6 +84,7 @@ class Trainer:
     self.config = config
     self._check_config()
     self.mesh = _mesh_from_config(config.mesh)
+    self.hosts = host_batch.HostBatches(self.mesh)
     if parallel.spanned_processes(self.mesh) != jax.process_count():  # hosts would train apart
       raise ValueError(f"{jax.process_count()} processes share one run, but config.mesh="
                        f"{config.mesh.to_dict()} covers the devices of "
@@ -196,7 +198,7 @@ class Trainer:
                 "rng": np.asarray(jax.random.key_data(rng))}
       if use_ref:
         target["ref_params"] = self.params
-      restored, _ = self.checkpointer.restore(self._on_mesh(target, abstract=True))
+      restored, _ = self.checkpointer.restore(self.hosts.on_mesh(target, abstract=True))
       self.params = restored["params"]
       rng = jax.random.wrap_key_data(np.asarray(restored["rng"]))
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
@@ -214,7 +216,7 @@ class Trainer:
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
           restored = None
         else:  # a new stage: fresh schedule; reference = the stage's initial policy (Lessons §5)
-          opt_state = self._on_mesh(optimizer.init(self.params))
+          opt_state = self.hosts.on_mesh(optimizer.init(self.params))
           ref_params = jax.tree.map(jnp.copy, self.params) if use_ref else None
         train_step, logprob_fn = self._programs(optimizer, opt_key, settings)
         pool = reward_pool.RewardPool(self._stage_rewards(st), num_workers=c.reward.num_workers,
@@ -311,7 +313,7 @@ class Trainer:
       rounds.append(ro), values.append(vals), usable.append(use), failed.append(fail)
       t_sample, t_reward = t_sample + ts, t_reward + tr
       informative = ~adv_lib.zero_variance_groups(np.concatenate([v["reward"] for v in values]), g)
-      if not c.dapo.dynamic_sampling or self._all_hosts(
+      if not c.dapo.dynamic_sampling or self.hosts.all_hosts(
           (informative & np.concatenate(usable)).sum() >= want):
         break
     # Metrics describe the first round: an unbiased sample of the current policy.
@@ -336,11 +338,11 @@ class Trainer:
     if c.dapo.mask_truncated:  # DAPO overlong filtering
       loss_mask &= ~batch_ro.truncated[:, None]
     loss_mask &= np.repeat(all_usable[groups], g)[:, None]
-    all_adv = self._hosts(advantages)  # metrics describe the global batch, equal on every host
+    all_adv = self.hosts.gather(advantages)  # metrics describe the global batch, equal on every host
     metrics["advantage/mean"] = float(all_adv.mean())
     metrics["advantage/std"] = float(all_adv.std())
     metrics["advantage/abs_max"] = float(np.abs(all_adv).max())
-    metrics["dapo/kept_informative_frac"] = float(self._hosts(informative[groups]).mean())
+    metrics["dapo/kept_informative_frac"] = float(self.hosts.gather(informative[groups]).mean())
 
     batch = dict(prompt_ids=np.repeat(batch_ro.prompt_ids, g, axis=0),
                  prompt_mask=np.repeat(batch_ro.prompt_mask, g, axis=0),
@@ -348,14 +350,14 @@ class Trainer:
                  advantages=advantages.astype(np.float32))
     if not settings.on_policy and c.update_loop.old_logprobs == "sampler":
       batch["old_logp"] = batch_ro.sampler_logp
-    batch = self._trim(batch)
+    batch = self.hosts.trim(batch, c.update_loop.length_multiple)
     n = len(rows)
     mb = c.update_loop.micro_batch_size
     t0 = time.perf_counter()
     if c.loss.kl_coef:
-      batch["ref_logp"] = self._logprobs(logprob_fn, ref_params, batch, mb)
+      batch["ref_logp"] = self.hosts.logprobs(logprob_fn, ref_params, self.rest, batch, mb)
     if not settings.on_policy and c.update_loop.old_logprobs == "recompute":
-      batch["old_logp"] = self._logprobs(logprob_fn, self.params, batch, mb)
+      batch["old_logp"] = self.hosts.logprobs(logprob_fn, self.params, self.rest, batch, mb)
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
     step_metrics = []
@@ -366,8 +368,8 @@ class Trainer:
       order = perm_rng.permutation(n) if c.update_loop.num_minibatches > 1 else np.arange(n)
       for m in range(c.update_loop.num_minibatches):
         idx = order[m * per_mini:(m + 1) * per_mini]
-        mini = self._device_batch({k: v[idx] for k, v in batch.items()}, mb)
-        with self._mesh_context():
+        mini = self.hosts.device_batch({k: v[idx] for k, v in batch.items()}, mb)
+        with self.hosts.context():
           params, opt_state, sm = train_step(params, self.rest, opt_state, mini)
         step_metrics.append(sm)
     self.params = params
@@ -378,7 +380,7 @@ class Trainer:
       metrics[k] = min(vals) if k == "ratio_min" else max(vals) if k == "ratio_max" else \
           float(np.mean(vals))
     total_time = time.perf_counter() - t_start
-    tokens, loss_tokens = self._hosts(np.array([batch_ro.lengths.sum(), loss_mask.sum()])
+    tokens, loss_tokens = self.hosts.gather(np.array([batch_ro.lengths.sum(), loss_mask.sum()])
                                       .reshape(1, 2)).sum(axis=0)
     metrics.update({"time/sample": t_sample, "time/reward": t_reward, "time/reference": t_ref,
                     "time/update": t_update, "time/step": total_time,
@@ -390,8 +392,8 @@ class Trainer:
   def _rollout_metrics(self, ro, values, failed):
     g = ro.group_size
     # Every host's rows (groups stay whole), so logged means/stds/extremes are the global ones.
-    values = {k: self._hosts(values[k]) for k in sorted(values)}
-    failed, lengths, truncated = (self._hosts(x) for x in (failed, ro.lengths, ro.truncated))
+    values = {k: self.hosts.gather(values[k]) for k in sorted(values)}
+    failed, lengths, truncated = (self.hosts.gather(x) for x in (failed, ro.lengths, ro.truncated))
     m = {}
     for k, v in sorted(values.items()):
       name = "reward/mean" if k == "reward" else f"reward/{k}"
@@ -404,72 +406,6 @@ class Trainer:
     m["completion_length/min"] = float(lengths.min())
     m["truncated_frac"] = float(truncated.mean())
     return m
-
-  def _on_mesh(self, tree, *, abstract: bool = False):
-    """`tree` with its arrays off the mesh (optax's step count sits on one local device) replicated
-    over it — as ShapeDtypeStructs for a checkpoint target when `abstract` — so a multi-host jitted
-    update accepts them, and fresh and restored states compile one update program, not two."""
-    if self.mesh is None:
-      return tree
-    devices = set(self.mesh.devices.flat)
-    replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
-
-    def place(x):
-      if not isinstance(x, jax.Array) or x.sharding.device_set == devices:
-        return x
-      if abstract:
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated)
-      host = np.asarray(x)  # the same value on every host (e.g. a zero count)
-      return jax.make_array_from_callback(host.shape, replicated, lambda index: host[index])
-
-    return jax.tree.map(place, tree)
-
-  def _hosts(self, x) -> np.ndarray:
-    """Every host's rows of `x` (process order) when the mesh spans hosts; else `x` itself."""
-    return parallel.gather_hosts(x) if parallel.spanned_processes(self.mesh) > 1 else np.asarray(x)
-
-  def _all_hosts(self, flag: bool) -> bool:
-    """True when `flag` holds on every host (the hosts then take the same branch)."""
-    return bool(self._hosts(np.array([bool(flag)])).all())
-
-  def _trim(self, batch: dict) -> dict:
-    """The host batch without the padding columns no row needs (update_loop.length_multiple).
-
-    The sampler pads prompts to its bucket and completions to max_new_tokens; the update only needs
-    the longest prompt and the last loss-bearing column, rounded up so that a run compiles a few
-    shapes. Hosts agree on the widths (their arrays form one global batch).
-    """
-    multiple = self.config.update_loop.length_multiple
-    if not multiple:
-      return batch
-    widths = np.asarray(update_lib.content_widths(batch), np.int64)
-    if jax.process_count() > 1:
-      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-      widths = np.asarray(multihost_utils.process_allgather(widths)).reshape(-1, 2).max(axis=0)
-    return update_lib.trim_batch(batch, update_lib.round_up(int(widths[0]), multiple),
-                                 update_lib.round_up(int(widths[1]), multiple))
-
-  def _mesh_context(self):
-    import contextlib  # pylint: disable=g-import-not-at-top
-    return parallel.use_mesh(self.mesh) if self.mesh is not None else contextlib.nullcontext()
-
-  def _device_batch(self, batch: dict, micro: int) -> dict:
-    """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""
-    out = {}
-    for k, v in batch.items():
-      v = np.asarray(v).reshape(-1, micro, *np.shape(v)[1:])
-      if self.mesh is not None:
-        names = (None, "batch") + (None,) * (v.ndim - 2)
-        # This host's rows become its slice of the global micro-batches (all hosts' rows).
-        out[k] = parallel.host_local_to_global(v, names, self.mesh, batch_axis=1)
-      else:
-        out[k] = jnp.asarray(v)
-    return out
-
-  def _logprobs(self, logprob_fn, params, batch, micro) -> np.ndarray:
-    with self._mesh_context():
-      lp = logprob_fn(params, self.rest, self._device_batch(batch, micro))
-    return parallel.global_to_host_local(lp, batch_axis=1).reshape(-1, lp.shape[-1])
 
 
 def train(config: ml_collections.ConfigDict, **kwargs) -> list[dict]:

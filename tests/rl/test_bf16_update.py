@@ -47,7 +47,7 @@ def _update(tr, batch):
   train_step, _ = tr._programs(optimizer, key, settings)
   before = jax.tree.map(lambda x: np.asarray(x), tr.params)
   params = jax.tree.map(jnp.copy, tr.params)  # train_step donates its inputs
-  mini = tr._device_batch(batch, tr.config.update_loop.micro_batch_size)
+  mini = tr.hosts.device_batch(batch, tr.config.update_loop.micro_batch_size)
   params, opt_state, metrics = train_step(params, tr.rest, optimizer.init(params), mini)
   return before, params, opt_state, jax.device_get(metrics)
 

@@ -1,0 +1,88 @@
+"""Where the trainer's host-side numpy meets the device mesh, on one host or many.
+
+Each host holds only its own rows (its prompts' groups). `HostBatches` turns them into slices of
+global arrays for the jitted programs, reads this host's rows back, gathers per-host values for
+metrics and decisions every host must take alike, and trims padding columns to widths all hosts share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from grounding_jax import parallel
+from grounding_jax.rl import update as update_lib
+
+
+class HostBatches:
+  """Host-array ↔ mesh plumbing of one trainer (`mesh` None = one device, no collectives)."""
+
+  def __init__(self, mesh):
+    self.mesh = mesh
+
+  def context(self):
+    """Activates the mesh's logical sharding rules for a jitted call (no-op without a mesh)."""
+    return parallel.use_mesh(self.mesh) if self.mesh is not None else contextlib.nullcontext()
+
+  def gather(self, x) -> np.ndarray:
+    """Every host's rows of `x` (process order) when the mesh spans hosts; else `x` itself."""
+    return parallel.gather_hosts(x) if parallel.spanned_processes(self.mesh) > 1 else np.asarray(x)
+
+  def all_hosts(self, flag: bool) -> bool:
+    """True when `flag` holds on every host (the hosts then take the same branch)."""
+    return bool(self.gather(np.array([bool(flag)])).all())
+
+  def on_mesh(self, tree, *, abstract: bool = False):
+    """`tree` with its arrays off the mesh (optax's step count sits on one local device) replicated
+    over it — as ShapeDtypeStructs for a checkpoint target when `abstract` — so a multi-host jitted
+    update accepts them, and fresh and restored states compile one update program, not two."""
+    if self.mesh is None:
+      return tree
+    devices = set(self.mesh.devices.flat)
+    replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+
+    def place(x):
+      if not isinstance(x, jax.Array) or x.sharding.device_set == devices:
+        return x
+      if abstract:
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated)
+      host = np.asarray(x)  # the same value on every host (e.g. a zero count)
+      return jax.make_array_from_callback(host.shape, replicated, lambda index: host[index])
+
+    return jax.tree.map(place, tree)
+
+  def trim(self, batch: dict, multiple: int) -> dict:
+    """`batch` without the padding columns no row on any host needs (update_loop.length_multiple).
+
+    The sampler pads prompts to its bucket and completions to max_new_tokens; the update only needs
+    the longest prompt and the last loss-bearing column, each rounded up to `multiple` so a run
+    compiles a few shapes (0 = keep the widths). Hosts agree on the widths: their arrays form one
+    global batch.
+    """
+    if not multiple:
+      return batch
+    widths = self.gather(np.asarray([update_lib.content_widths(batch)], np.int64)).max(axis=0)
+    return update_lib.trim_batch(batch, update_lib.round_up(int(widths[0]), multiple),
+                                 update_lib.round_up(int(widths[1]), multiple))
+
+  def device_batch(self, batch: dict, micro: int) -> dict:
+    """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""
+    out = {}
+    for k, v in batch.items():
+      v = np.asarray(v).reshape(-1, micro, *np.shape(v)[1:])
+      if self.mesh is not None:
+        names = (None, "batch") + (None,) * (v.ndim - 2)
+        # This host's rows become its slice of the global micro-batches (all hosts' rows).
+        out[k] = parallel.host_local_to_global(v, names, self.mesh, batch_axis=1)
+      else:
+        out[k] = jnp.asarray(v)
+    return out
+
+  def logprobs(self, logprob_fn, params, rest, batch: dict, micro: int) -> np.ndarray:
+    """This host's rows of `logprob_fn` over `batch` (reference / old log-probs), [n, L]."""
+    with self.context():
+      lp = logprob_fn(params, rest, self.device_batch(batch, micro))
+    return parallel.global_to_host_local(lp, batch_axis=1).reshape(-1, lp.shape[-1])
