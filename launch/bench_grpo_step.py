@@ -2,12 +2,14 @@ r"""One GRPO step (sample → reward → update) with SmolLM2-135M on CPU: groun
 
   python launch/bench_grpo_step.py                 # 8 prompts x G=4, 128 new tokens, both trainers
   python launch/bench_grpo_step.py --trl=false     # ours only
+  python launch/bench_grpo_step.py --dtype=bfloat16   # bf16 compute on both sides
   pip install -e ".[bench]"                        # TRL and what it needs, for the peer
 
-Same model (SmolLM2-135M-Instruct, float32), same 8 synthetic grounded-QA prompts (naive-GRPO chat
+Same model (SmolLM2-135M-Instruct, float32 weights), same 8 synthetic grounded-QA prompts (naive-GRPO chat
 prompt), G = 4, 128 new tokens, temperature 1.0, the same reward ("naive": format + EM), β = 0, μ = 1,
 token-mean loss, lr 1e-6, one optimizer update over 32 completions in micro-batches of 4, with
-activation rematerialisation (gradient checkpointing) on both sides. Each trainer
+activation rematerialisation (gradient checkpointing) on both sides; --dtype=bfloat16 switches both
+to bf16 compute over float32 master weights (ours: model.compute_dtype; TRL: bf16=True). Each trainer
 runs 2 steps; the second (compiled / warmed-up) step is timed. Rewards are scored in-process on both
 sides. Prints time per phase for ours, the TRL step time, and the ratio TRL / ours.
 """
@@ -28,7 +30,14 @@ _GROUP = flags.DEFINE_integer("group_size", 4, "Completions per prompt.")
 _NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Generation limit.")
 _MICRO = flags.DEFINE_integer("micro_batch_size", 4, "Completions per gradient-accumulation step.")
 _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the backward pass "
-                           "(without it the 135M update holds ~18 GB of activations).")
+                           "(gradient checkpointing), on both sides.")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
+                           "Compute dtype on both sides: ours model.compute_dtype (float32 master "
+                           "weights), TRL bf16=True (autocast; float32 master weights).")
+_REMAT_POLICY = flags.DEFINE_enum(
+    "remat_policy", "full", ["full", "save_dots"],
+    "Ours: what a recomputed layer keeps. 'full' matches TRL's gradient checkpointing; 'save_dots' "
+    "also keeps the matmul outputs.")
 
 
 def _setup():
@@ -42,6 +51,7 @@ def _setup():
 
 
 def run_ours(model_dir, tok, examples, texts):
+  import jax.numpy as jnp
   from grounding_jax import models
   from grounding_jax.rewards import get_reward
   from grounding_jax.rl import config as config_lib
@@ -63,7 +73,9 @@ def run_ours(model_dir, tok, examples, texts):
   c.checkpoint.resume = False
   c.logging.console = False
   prompt_of = dict(zip((ex.id for ex in examples), texts))
-  tr = trainer.Trainer(c, model=models.load_pretrained(model_dir, remat=_REMAT.value), tokenizer=tok,
+  model = models.load_pretrained(model_dir, remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
+                                 compute_dtype=jnp.dtype(_DTYPE.value))
+  tr = trainer.Trainer(c, model=model, tokenizer=tok,
                        reward_functions=[("naive", 1.0, get_reward("naive"))],
                        datasets={"bench": examples}, prompt_fn=lambda ex: prompt_of[ex.id])
   tr.checkpointer.save = lambda *a, **k: None  # timing excludes checkpoint I/O
@@ -91,7 +103,8 @@ def run_trl(model_dir, tok, examples, texts):
       gradient_checkpointing=_REMAT.value,
       max_completion_length=_NEW_TOKENS.value, temperature=1.0, learning_rate=1e-6, beta=0.0,
       num_iterations=1, loss_type="dapo", max_steps=2, logging_steps=1, report_to="none",
-      save_strategy="no", use_cpu=True, bf16=False, seed=0, shuffle_dataset=False,
+      save_strategy="no", use_cpu=True, bf16=_DTYPE.value == "bfloat16", seed=0,
+      shuffle_dataset=False,
       dataloader_num_workers=0)
   times = []
 
@@ -113,13 +126,15 @@ def run_trl(model_dir, tok, examples, texts):
 def main(argv):
   del argv
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
+  print(f"dtype={_DTYPE.value} micro_batch_size={_MICRO.value} remat={_REMAT.value} "
+        f"(ours: remat_policy={_REMAT_POLICY.value})")
   setup = _setup()
   hist = run_ours(*setup)
   h = hist[-1]
   ours = h["time/step"]
   print(f"grounding_jax step 2: total {ours:.2f}s = sample {h['time/sample']:.2f}s + reward "
         f"{h['time/reward']:.3f}s + reference {h['time/reference']:.3f}s + update {h['time/update']:.2f}s"
-        f" (+ host glue); compile step 1: {hist[0]['time/step']:.1f}s; "
+        f" (+ host glue); step 1 (compiles): {hist[0]['time/step']:.1f}s; "
         f"{h['throughput/completion_tokens_per_s']:.0f} completion tokens/s")
   if not _TRL.value:
     return

@@ -3,9 +3,10 @@ r"""Sampler throughput: grounding_jax.sampling.generate vs transformers' generat
   python launch/bench_sampler.py                       # SmolLM2-135M, 32 prompts x 128 new tokens
   python launch/bench_sampler.py --temperature=0       # greedy
   python launch/bench_sampler.py --hf=false            # ours only
+  python launch/bench_sampler.py --dtype=bfloat16      # both engines in bf16
 
-Both engines load SmolLM2-135M-Instruct (float32) from the same HF folder, get the same 32 chat
-prompts, and must produce exactly --max_new_tokens tokens per row (EOS disabled on both sides), so
+Both engines load SmolLM2-135M-Instruct (float32, or --dtype) from the same HF folder, get the same
+32 chat prompts, and must produce exactly --max_new_tokens tokens per row (EOS disabled on both sides), so
 tokens/s compare like for like. Prints: our tokens/s and transformers', their ratio, our compile time,
 the prefill/decode split, and the achieved FLOP/s as a fraction of this machine's float32 matmul peak,
 measured in the same process with a jitted jnp matmul. Takes ~2 minutes on a 2-core CPU.
@@ -25,6 +26,9 @@ _MODEL_DIR = flags.DEFINE_string("model_dir", None, "HF folder; default SmolLM2-
 _NUM_PROMPTS = flags.DEFINE_integer("num_prompts", 32, "Batch of prompts.")
 _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Tokens generated per prompt.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
+_DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
+                           "Weights and compute of both engines (ours: load_pretrained(dtype=); "
+                           "transformers: from_pretrained(dtype=)).")
 _HF = flags.DEFINE_bool("hf", True, "Also time transformers' generate.")
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs after the compile run (best is reported).")
 _HF_THREADS = flags.DEFINE_list("hf_threads", ["1", "2"],
@@ -83,7 +87,8 @@ def _run_hf(model_dir, prompts, max_new_tokens, temperature, threads):
 
   tok = transformers.AutoTokenizer.from_pretrained(model_dir)
   tok.padding_side = "left"
-  model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+  model = transformers.AutoModelForCausalLM.from_pretrained(
+      model_dir, dtype=getattr(torch, _DTYPE.value)).eval()
   model.generation_config.eos_token_id = None  # run every row to max_new_tokens, as ours does
   inputs = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
   kw = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
@@ -111,7 +116,7 @@ def main(argv):
   peak = _matmul_peak()
   print(f"matmul peak (jnp float32 2048^3, {jax.device_count()} device(s)): {peak / 1e9:.1f} GFLOP/s")
 
-  model = load_pretrained(model_dir)
+  model = load_pretrained(model_dir, dtype=jnp.dtype(_DTYPE.value))
   tokenizer = load_tokenizer(model_dir)
   prompts = _prompts(tokenizer, _NUM_PROMPTS.value)
   n_new, temp = _MAX_NEW_TOKENS.value, _TEMPERATURE.value
@@ -134,7 +139,7 @@ def main(argv):
   device_seconds = stats["prefill_seconds"] + stats["decode_seconds"]
   achieved = (prefill_flops + decode_flops) / device_seconds
   print(f"prompts={len(prompts)} prompt_bucket={stats['prompt_bucket']} new_tokens={n_new} "
-        f"temperature={temp}")
+        f"temperature={temp} dtype={_DTYPE.value}")
   print(f"ours: {ours:.1f} tokens/s ({tokens} tokens in {best:.2f} s end to end, best of "
         f"{_REPEATS.value})")
   print(f"ours: compile+first call {first:.2f} s -> compile ~{first - best:.2f} s")
