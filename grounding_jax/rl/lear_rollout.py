@@ -189,16 +189,6 @@ def build_contexts(tokenizer, ro: rollout_lib.Rollout, prompt_fn: Callable[[Any]
                         complete=complete, parsed=parsed)
 
 
-def _left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-  width = max(len(r) for r in rows)
-  ids = np.full((len(rows), width), pad_id, np.int32)
-  mask = np.zeros((len(rows), width), bool)
-  for i, r in enumerate(rows):
-    ids[i, width - len(r):] = r
-    mask[i, width - len(r):] = True
-  return ids, mask
-
-
 def _rows(gen: sampling.Generation, lo: int, hi: int) -> sampling.Generation:
   """Completion rows [lo, hi) of a num_samples=1 generation."""
   per_row = ("texts", "token_ids", "logprobs", "lengths", "truncated", "completion_mask")
@@ -259,7 +249,7 @@ def answer_passes(model, tokenizer, ro: rollout_lib.Rollout, prompt_fn: Callable
   pad = int(tokenizer.pad_token_id or 0)
   settings = dict(temperature=temperature, top_p=top_p, top_k=top_k)
   run = lambda rows, key, s: sampling.generate_ids(
-      model, *_left_padded(rows, pad), max_new_tokens=int(options.answer_max_new_tokens),
+      model, *sampling.left_pad(rows, pad), max_new_tokens=int(options.answer_max_new_tokens),
       num_samples=1, stop=tuple(options.answer_stop), tokenizer=tokenizer, seed=key, mesh=mesh,
       rules=rules, **s)
   if options.masked_temperature is None:  # one call: 3N rows, o_f rows first

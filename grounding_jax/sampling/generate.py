@@ -301,13 +301,17 @@ def tokenize_prompts(tokenizer, prompts: Sequence[str]) -> tuple[np.ndarray, np.
   empty = [i for i, e in enumerate(encoded) if not e]
   if empty:
     raise ValueError(f"prompts {empty[:5]} tokenise to no tokens; every prompt needs at least one.")
-  width = max(len(e) for e in encoded)
-  pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-  ids = np.full((len(encoded), width), pad, np.int32)
-  mask = np.zeros((len(encoded), width), bool)
-  for i, e in enumerate(encoded):
-    ids[i, width - len(e):] = e
-    mask[i, width - len(e):] = True
+  return left_pad(encoded, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+
+
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+  """Token-id rows -> (int32 ids, bool mask) [len(rows), longest], LEFT-padded with `pad_id`."""
+  width = max(len(r) for r in rows)
+  ids = np.full((len(rows), width), pad_id, np.int32)
+  mask = np.zeros((len(rows), width), bool)
+  for i, r in enumerate(rows):
+    ids[i, width - len(r):] = r
+    mask[i, width - len(r):] = True
   return ids, mask
 
 
