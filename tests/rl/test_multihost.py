@@ -9,10 +9,8 @@ resumes from its orbax checkpoint, so saving and restoring from both processes i
 Then one DAPO dynamic-sampling step where only process 0 wants more rounds must not hang.
 """
 
-import os
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -26,16 +24,8 @@ _WORKER = pathlib.Path(__file__).with_name("multihost_worker.py")
 _TIMEOUT_S = 240  # generous for a loaded 2-core machine; a hang fails instead of blocking CI
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def _start(checkpoint, workdir, out) -> list[tuple[subprocess.Popen, pathlib.Path]]:
-  env = {k: v for k, v in os.environ.items()
-         if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_"))}
-  address = f"127.0.0.1:{_free_port()}"
+def _start(checkpoint, workdir, out, launch) -> list[tuple[subprocess.Popen, pathlib.Path]]:
+  address, env = launch
   started = []
   for i in range(2):
     log = pathlib.Path(out).with_name(f"worker{i}.log")  # a file, not a pipe nobody reads meanwhile
@@ -67,11 +57,11 @@ def _wait(started, deadline) -> list[str]:
   return logs
 
 
-def test_two_processes_train_like_one(tiny_checkpoint, tmp_path):
+def test_two_processes_train_like_one(tiny_checkpoint, tmp_path, distributed_launch):
   checkpoint = tiny_checkpoint("llama")
   out = tmp_path / "multi.npz"
   deadline = time.monotonic() + _TIMEOUT_S
-  procs = _start(checkpoint, tmp_path / "multi", out)
+  procs = _start(checkpoint, tmp_path / "multi", out, distributed_launch)
   try:  # the single-process reference runs here while the two workers run
     history, params = multihost_worker.run(checkpoint, tmp_path / "single", resume=False)
     initial = multihost_worker.make_trainer(checkpoint, tmp_path / "fresh").params
