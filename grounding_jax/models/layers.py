@@ -97,8 +97,8 @@ def _attend_one(q_bthd, k_bskd, v_bskd, mask_bts):
 
   XLA:CPU lowers the batched dots of `attend` by first transposing the keys to [b, k, d, s] and the
   values to [b, k, s, d] — a copy of the whole cache per layer per step. Broadcast-multiply and
-  reduce fuse into one pass over the cache in its stored layout (3.6x faster for SmolLM2 at 32 rows
-  x 192 slots, launch/bench_sampler.py); with one query the dot has no reuse to lose.
+  reduce fuse into one pass over the cache in its stored layout (SmolLM2's 30 layers at 32 rows x 192
+  slots on a 2-core CPU: 132 -> 36 ms); with one query the dot has no reuse to lose.
   """
   b, _, h, d = q_bthd.shape
   kv_heads = k_bskd.shape[2]
