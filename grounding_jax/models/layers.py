@@ -66,6 +66,21 @@ def matmul(spec: str, x: jax.Array, w: jax.Array) -> jax.Array:
   return out.astype(x.dtype)
 
 
+def write_cache(cache: jax.Array, new: jax.Array, start: tuple) -> jax.Array:
+  """dynamic_update_slice of `new` (cast to the cache dtype) into `cache` at `start`, in place.
+
+  A 16-bit float cache is updated through a same-width integer view: XLA:CPU computes bf16
+  updates in float32, which turned each decode step's one-slot write into a conversion and copy of
+  the layer's whole cache. The bit casts are free on every backend.
+  """
+  new = new.astype(cache.dtype)
+  if cache.dtype.itemsize != 2 or not jnp.issubdtype(cache.dtype, jnp.floating):
+    return jax.lax.dynamic_update_slice(cache, new, start)
+  bits = lambda a: jax.lax.bitcast_convert_type(a, jnp.uint16)
+  return jax.lax.bitcast_convert_type(jax.lax.dynamic_update_slice(bits(cache), bits(new), start),
+                                      cache.dtype)
+
+
 def attend(q_bthd: jax.Array, k_bskd: jax.Array, v_bskd: jax.Array, mask_bts: jax.Array) -> jax.Array:
   """Scaled dot-product attention with grouped-query heads.
 
@@ -169,8 +184,8 @@ class Attention(nnx.Module):
     if kv_cache is not None:
       cache_k, cache_v = kv_cache
       start = (0, cache_index, 0, 0)
-      k = jax.lax.dynamic_update_slice(cache_k, k.astype(cache_k.dtype), start)
-      v = jax.lax.dynamic_update_slice(cache_v, v.astype(cache_v.dtype), start)
+      k = write_cache(cache_k, k, start)
+      v = write_cache(cache_v, v, start)
 
     out = attend(q, k.astype(dt), v.astype(dt), mask_bts)
     out = matmul("bthk,hkd->btd", out, self.o_proj[...])

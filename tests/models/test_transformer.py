@@ -131,3 +131,15 @@ def test_remat_is_applied_and_bf16_compute_keeps_float32_logits(tiny_checkpoint)
   low = _forward(plain, ids, mask)
   assert low.dtype == jnp.float32
   assert np.abs(np.asarray(low) - ref)[mask].max() < 0.1 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_write_cache_equals_dynamic_update_slice(dtype):
+  """The integer-view update of a 16-bit cache writes exactly what dynamic_update_slice would."""
+  from grounding_jax.models import layers  # pylint: disable=g-import-not-at-top
+  cache = jax.random.normal(jax.random.key(0), (2, 6, 3, 4)).astype(dtype)
+  new = jax.random.normal(jax.random.key(1), (2, 1, 3, 4), jnp.float32)
+  got = jax.jit(layers.write_cache, static_argnums=2)(cache, new, (0, 4, 0, 0))
+  want = jax.lax.dynamic_update_slice(cache, new.astype(dtype), (0, 4, 0, 0))
+  assert got.dtype == dtype
+  np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
