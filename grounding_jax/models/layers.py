@@ -126,6 +126,47 @@ def _attend_one(q_bthd, k_bskd, v_bskd, mask_bts):
   return out.reshape(b, 1, h, d).astype(v_bskd.dtype)
 
 
+def attend_shared_prefix(q_bthd: jax.Array, kp_bskd: jax.Array, vp_bskd: jax.Array,
+                         kc_btkd: jax.Array, vc_btkd: jax.Array, prefix_mask_bs: jax.Array,
+                         mask_btt: jax.Array) -> jax.Array:
+  """`attend` for rows that continue a shared prefix, reading each group's prefix keys once.
+
+  Rows come in groups of G = rows / groups consecutive rows (a GRPO group: G completions of one
+  prompt). Row r's query t attends to its group's prefix slots where `prefix_mask_bs` holds and to
+  its own tokens where `mask_btt[r, t]` holds — the same as `attend` over [prefix | row] with the
+  prefix repeated G times, without repeating it.
+
+  Args:
+    q_bthd: [groups * G, T, q_heads, head_dim] the rows' queries.
+    kp_bskd, vp_bskd: [groups, S, kv_heads, head_dim] the prefixes' keys and values.
+    kc_btkd, vc_btkd: [groups * G, T, kv_heads, head_dim] the rows' own keys and values.
+    prefix_mask_bs: bool[groups, S], True at real prefix tokens.
+    mask_btt: bool[groups * G, T, T], True where query t may attend to the row's token s.
+
+  Returns:
+    [groups * G, T, q_heads, head_dim] in the dtype of `vc_btkd`.
+  """
+  n, t, h, d = q_bthd.shape
+  groups, s, kv_heads, _ = kp_bskd.shape
+  g = n // groups
+  q = q_bthd.reshape(groups, g, t, kv_heads, h // kv_heads, d)
+  kc = kc_btkd.reshape(groups, g, t, kv_heads, d)
+  vc = vc_btkd.reshape(groups, g, t, kv_heads, d)
+  f32 = jnp.float32
+  scores = jnp.concatenate(
+      [jnp.einsum("bgtkhd,bskd->bgkhts", q, kp_bskd, preferred_element_type=f32),
+       jnp.einsum("bgtkhd,bgskd->bgkhts", q, kc, preferred_element_type=f32)], axis=-1)
+  scores = scores * (d ** -0.5)
+  mask = jnp.concatenate(
+      [jnp.broadcast_to(prefix_mask_bs[:, None, None, None, None, :], (groups, g, 1, 1, t, s)),
+       mask_btt.reshape(groups, g, 1, 1, t, t)], axis=-1)
+  scores = jnp.where(mask, scores, jnp.finfo(f32).min)
+  probs = jax.nn.softmax(scores, axis=-1).astype(vc.dtype)
+  out = (jnp.einsum("bgkhts,bskd->bgtkhd", probs[..., :s], vp_bskd, preferred_element_type=f32)
+         + jnp.einsum("bgkhts,bgskd->bgtkhd", probs[..., s:], vc, preferred_element_type=f32))
+  return out.reshape(n, t, h, d).astype(vc.dtype)
+
+
 class Attention(nnx.Module):
   """Multi-head self-attention with RoPE, GQA, optional q/k/v bias (Qwen2) and q/k norm (Qwen3)."""
 
@@ -164,7 +205,42 @@ class Attention(nnx.Module):
       (out [batch, T, embed], (k, v) the updated cache or this call's keys/values).
     """
     dt = x_btd.dtype
-    x = x_btd
+    q, k, v = self._qkv(x_btd, positions_bt, inv_freq)
+
+    if kv_cache is not None:
+      cache_k, cache_v = kv_cache
+      start = (0, cache_index, 0, 0)
+      k = write_cache(cache_k, k, start)
+      v = write_cache(cache_v, v, start)
+
+    out = attend(q, k.astype(dt), v.astype(dt), mask_bts)
+    out = matmul("bthk,hkd->btd", out, self.o_proj[...])
+    return out, (k, v)
+
+  def shared_prefix(self, xp_btd: jax.Array, positions_p: jax.Array, mask_p: jax.Array,
+                    xc_btd: jax.Array, positions_c: jax.Array, mask_c: jax.Array,
+                    inv_freq: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """Attention for groups of sequences that continue one shared prefix each (`attend_shared_prefix`).
+
+    Args:
+      xp_btd: [groups, S, embed] normalised prefix inputs; positions_p int[groups, S];
+        mask_p bool[groups, S, S] (prefix causal attention, False at its padding).
+      xc_btd: [groups * G, T, embed] normalised continuations, G consecutive rows per group;
+        positions_c int[groups * G, T]; mask_c bool[groups * G, T, T] among a row's own tokens.
+    Returns:
+      (prefix out [groups, S, embed], continuation out [groups * G, T, embed]).
+    """
+    qp, kp, vp = self._qkv(xp_btd, positions_p, inv_freq)
+    qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
+    out_p = attend(qp, kp, vp, mask_p)
+    # The last prefix query sees every real prefix token: its mask row is the prefix's padding mask.
+    out_c = attend_shared_prefix(qc, kp, vp, kc, vc, mask_p[:, -1, :], mask_c)
+    return (matmul("bthk,hkd->btd", out_p, self.o_proj[...]),
+            matmul("bthk,hkd->btd", out_c, self.o_proj[...]))
+
+  def _qkv(self, x: jax.Array, positions_bt: jax.Array, inv_freq: np.ndarray):
+    """Projected, biased, normed and rotated (q, k, v), each [batch, T, heads, head_dim]."""
+    dt = x.dtype
     q = matmul("btd,dhk->bthk", x, self.q_proj[...])
     k = matmul("btd,dhk->bthk", x, self.k_proj[...])
     v = matmul("btd,dhk->bthk", x, self.v_proj[...])
@@ -180,16 +256,7 @@ class Attention(nnx.Module):
     k = with_logical_constraint(apply_rope(k, positions_bt, inv_freq),
                                 ("batch", "length", "kv_heads", "head_dim"))
     v = with_logical_constraint(v, ("batch", "length", "kv_heads", "head_dim"))
-
-    if kv_cache is not None:
-      cache_k, cache_v = kv_cache
-      start = (0, cache_index, 0, 0)
-      k = write_cache(cache_k, k, start)
-      v = write_cache(cache_v, v, start)
-
-    out = attend(q, k.astype(dt), v.astype(dt), mask_bts)
-    out = matmul("bthk,hkd->btd", out, self.o_proj[...])
-    return out, (k, v)
+    return q, k, v
 
 
 class MLP(nnx.Module):

@@ -65,6 +65,18 @@ class Block(nnx.Module):
     x_btd = with_logical_constraint(x_btd + self.mlp(self.post_attn_norm(x_btd)), _ACTIVATION)
     return x_btd, kv
 
+  def shared_prefix(self, xs, positions_p, mask_p, positions_c, mask_c, inv_freq):
+    """The block over (prefix stream [groups, S, D], continuation stream [groups * G, T, D]) = `xs`;
+    the continuations attend to their group's prefix (Attention.shared_prefix)."""
+    xp, xc = xs
+    hp, hc = self.attn.shared_prefix(self.input_norm(xp), positions_p, mask_p, self.input_norm(xc),
+                                     positions_c, mask_c, inv_freq)
+    out = []
+    for x, h in ((xp, hp), (xc, hc)):
+      x = with_logical_constraint(x + h, _ACTIVATION)
+      out.append(with_logical_constraint(x + self.mlp(self.post_attn_norm(x)), _ACTIVATION))
+    return tuple(out)
+
 
 class Transformer(nnx.Module):
   """Decoder-only language model built from a `ModelConfig`.
@@ -130,6 +142,44 @@ class Transformer(nnx.Module):
     x, _ = self._run_layers(input_ids, positions, mask_bts)
     return x
 
+  def hidden_states_shared_prefix(self, prefix_ids: jax.Array, prefix_mask: jax.Array,
+                                  continuation_ids: jax.Array, continuation_mask: jax.Array
+                                  ) -> tuple[jax.Array, jax.Array]:
+    """`hidden_states` of [prefix | continuation] rows whose groups share one prefix, run once.
+
+    GRPO's G completions of a prompt all continue the same prompt. Instead of G copies of
+    [prompt | completion], the prefix stream runs each prompt once and the continuation stream runs
+    the completions, whose attention reads their group's prompt keys and values
+    (layers.attend_shared_prefix). Gradients into the prompt's activations are summed over its
+    completions by the backward pass, so the result equals the per-row forward exactly while
+    running groups · S + rows · T tokens instead of rows · (S + T).
+
+    Args:
+      prefix_ids: int32[groups, S] LEFT-padded prefixes; prefix_mask: bool[groups, S].
+      continuation_ids: int32[groups * G, T] RIGHT-padded continuations, G consecutive rows per group
+        (row r continues prefix r // G); continuation_mask: bool[groups * G, T], True at tokens that
+        are attended (a prefix of each row: later tokens may not be attended to by earlier ones).
+    Returns:
+      (prefix hidden [groups, S, embed], continuation hidden [groups * G, T, embed]), final-norm
+      outputs in compute_dtype; position S − 1 of a prefix predicts its continuations' first token.
+    """
+    prefix_mask = prefix_mask.astype(bool)
+    groups, s = prefix_ids.shape
+    n, t = continuation_ids.shape
+    if n % groups:
+      raise ValueError(f"{n} continuation rows do not split into {groups} groups")
+    positions_p = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0)
+    start = jnp.repeat(jnp.sum(prefix_mask, axis=-1), n // groups)             # [rows]
+    positions_c = start[:, None] + jnp.arange(t)[None, :]
+    mask_p = jnp.tril(jnp.ones((s, s), bool))[None] & prefix_mask[:, None, :]
+    mask_c = jnp.tril(jnp.ones((t, t), bool))[None] & continuation_mask.astype(bool)[:, None, :]
+    inv_freq = inverse_frequencies(self.config)
+    xs = (self._embed(prefix_ids), self._embed(continuation_ids))
+    for block in self.layers:
+      xs = self._layer(block, lambda b, x: b.shared_prefix(x, positions_p, mask_p, positions_c,
+                                                           mask_c, inv_freq))(xs)
+    return self.final_norm(xs[0]), self.final_norm(xs[1])
+
   def lm_head_kernel(self) -> jax.Array:
     """[embed, vocab] output projection in compute_dtype (the embedding transposed when tied).
 
@@ -187,20 +237,31 @@ class Transformer(nnx.Module):
     Returns (hidden [B, T, D], per-layer updated (k, v) — empty without a cache).
     """
     inv_freq = inverse_frequencies(self.config)
-    x = jnp.take(self.embed[...], input_ids, axis=0).astype(self.compute_dtype)
-    x = with_logical_constraint(x, _ACTIVATION)
+    x = self._embed(input_ids)
     new_kv = []
     for i, block in enumerate(self.layers):
       if cache is not None:
         x, kv = block(x, positions, inv_freq, mask_bts, (cache.k[i], cache.v[i]), cache_index)
         new_kv.append(kv)
-      elif self.remat:  # keep only the layer input (and what the policy saves); recompute the rest
-        # jax.checkpoint over the block's split state, not nnx.remat: nnx.remat writes the block's
-        # state back after the call, which fails when the model was merged inside another
-        # transform's trace (the reference log-prob pass runs the model inside lax.map).
-        block_def, block_state = nnx.split(block)
-        run = lambda state, x_, d=block_def: nnx.merge(d, state)(x_, positions, inv_freq, mask_bts)[0]
-        x = jax.checkpoint(run, policy=_REMAT_POLICIES[self.remat_policy])(block_state, x)
       else:
-        x, _ = block(x, positions, inv_freq, mask_bts)
+        x = self._layer(block, lambda b, x_: b(x_, positions, inv_freq, mask_bts)[0])(x)
     return self.final_norm(x), new_kv
+
+  def _embed(self, input_ids):
+    x = jnp.take(self.embed[...], input_ids, axis=0).astype(self.compute_dtype)
+    return with_logical_constraint(x, _ACTIVATION)
+
+  def _layer(self, block: Block, call):
+    """`x -> call(block, x)` for a pytree of activations `x`, rematerialised when self.remat: the
+    backward pass keeps only the layer input (and what remat_policy saves) and recomputes the rest.
+
+    jax.checkpoint over the block's split state, not nnx.remat: nnx.remat writes the block's state
+    back after the call, which fails when the model was merged inside another transform's trace
+    (the reference log-prob pass runs the model inside lax.map).
+    """
+    if not self.remat:
+      return lambda x: call(block, x)
+    block_def, block_state = nnx.split(block)
+    run = lambda state, x: call(nnx.merge(block_def, state), x)
+    policy = _REMAT_POLICIES[self.remat_policy]
+    return lambda x: jax.checkpoint(run, policy=policy)(block_state, x)

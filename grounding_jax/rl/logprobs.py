@@ -87,29 +87,43 @@ def token_logprobs(hidden: jax.Array, kernel: jax.Array, targets: jax.Array, *,
 def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
                         completion_ids: jax.Array, completion_mask: jax.Array, *,
                         temperature: float = 1.0, chunk_size: int = 4096, with_entropy: bool = False,
-                        remat: bool = True) -> tuple[jax.Array, Optional[jax.Array]]:
+                        remat: bool = True, group_size: int = 1
+                        ) -> tuple[jax.Array, Optional[jax.Array]]:
   """Log-probs (and entropies) of completion tokens given their prompts, under `model`.
 
   The sequence is [left-padded prompt | right-padded completion]; the hidden state at position
   Lp − 1 + t predicts completion token t.
 
   Args:
-    model: a Transformer (hidden_states, lm_head_kernel).
+    model: a Transformer (hidden_states, hidden_states_shared_prefix, lm_head_kernel).
     prompt_ids, prompt_mask: int32 / bool [N, Lp], left-padded (one row per completion).
     completion_ids, completion_mask: int32 / bool [N, L], right-padded. Every completion token up
       to a row's last True is attended, so a token inside the completion that conditions what follows
       without counting (LEAR's forced "<answer>" prefix, rl/lear_rollout.py) stays in the context.
+    group_size: G > 1 when rows come in groups of G consecutive rows with the same prompt (a GRPO
+      group): each group's prompt then runs once (Transformer.hidden_states_shared_prefix), reading
+      only the group's first prompt row. Same result, N·Lp − N/G·Lp fewer tokens. N % G == 0.
   Returns:
     (logp float32 [N, L], entropy float32 [N, L] or None); values at masked positions are arbitrary.
   """
   lp = prompt_ids.shape[1]
   length = completion_ids.shape[1]
-  ids = jnp.concatenate([prompt_ids, completion_ids], axis=1).astype(jnp.int32)
+  completion_ids = completion_ids.astype(jnp.int32)
   # Holes in completion_mask are closed (reverse running max); prefix masks are unchanged.
   attended = jax.lax.cummax(completion_mask.astype(jnp.int32), axis=1, reverse=True) > 0
-  mask = jnp.concatenate([prompt_mask.astype(bool), attended], axis=1)
-  hidden = model.hidden_states(ids, mask)
-  hidden = hidden[:, lp - 1:lp - 1 + length]
-  return token_logprobs(hidden, model.lm_head_kernel(), completion_ids.astype(jnp.int32),
+  if group_size > 1:
+    # Each group's first row, by reshape: a strided slice (prompt_ids[::G]) gave a wrong embedding
+    # gradient on a data 2 x fsdp 2 x tensor 2 mesh (XLA's partitioner; tests/rl/test_update.py).
+    first_row = lambda x: x.reshape(-1, group_size, lp)[:, 0]
+    prompt_h, completion_h = model.hidden_states_shared_prefix(
+        first_row(prompt_ids).astype(jnp.int32), first_row(prompt_mask), completion_ids,
+        attended)
+    first = jnp.repeat(prompt_h[:, -1:], group_size, axis=0)  # predicts completion token 0
+    hidden = jnp.concatenate([first, completion_h[:, :length - 1]], axis=1)
+  else:
+    ids = jnp.concatenate([prompt_ids.astype(jnp.int32), completion_ids], axis=1)
+    mask = jnp.concatenate([prompt_mask.astype(bool), attended], axis=1)
+    hidden = model.hidden_states(ids, mask)[:, lp - 1:lp - 1 + length]
+  return token_logprobs(hidden, model.lm_head_kernel(), completion_ids,
                         temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy,
                         remat=remat)

@@ -65,6 +65,24 @@ def _mesh_from_config(axes: ml_collections.ConfigDict):
   return parallel.make_mesh(axes) if jax.device_count() > 1 else None
 
 
+def update_settings(c: ml_collections.ConfigDict) -> update_lib.UpdateSettings:
+  """The jitted update's static settings from a trainer config (loss, temperature, log-prob kernel,
+  on-policy shortcut, and prompt sharing when micro-batches hold whole groups)."""
+  loss_cfg = losses.PolicyLossConfig(
+      clip_eps_low=c.loss.clip_eps_low, clip_eps_high=c.loss.clip_eps_high,
+      dual_clip=c.loss.dual_clip, kl_coef=c.loss.kl_coef, kl_estimator=c.loss.kl_estimator,
+      kl_clamp=c.loss.kl_clamp, entropy_coef=c.loss.entropy_coef, aggregation=c.loss.aggregation,
+      max_completion_length=c.rollout.max_new_tokens)
+  u = c.update_loop
+  on_policy = u.num_iterations == 1 and u.num_minibatches == 1
+  g = c.rollout.group_size
+  shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
+  return update_lib.UpdateSettings(loss=loss_cfg, temperature=float(c.rollout.temperature),
+                                    chunk_size=c.loss.logprob_chunk_size,
+                                    remat=c.loss.logprob_remat, on_policy=on_policy,
+                                    group_size=g if shared else 1)
+
+
 class Trainer:
   """GRPO over `config.stages`, resumable from `<workdir>/checkpoints`.
 
@@ -164,18 +182,6 @@ class Trainer:
                         update_lib.make_logprob_fn(self.graphdef, settings))
     return _PROGRAMS[key]
 
-  def _settings(self):
-    c = self.config
-    loss_cfg = losses.PolicyLossConfig(
-        clip_eps_low=c.loss.clip_eps_low, clip_eps_high=c.loss.clip_eps_high,
-        dual_clip=c.loss.dual_clip, kl_coef=c.loss.kl_coef, kl_estimator=c.loss.kl_estimator,
-        kl_clamp=c.loss.kl_clamp, entropy_coef=c.loss.entropy_coef, aggregation=c.loss.aggregation,
-        max_completion_length=c.rollout.max_new_tokens)
-    on_policy = c.update_loop.num_iterations == 1 and c.update_loop.num_minibatches == 1
-    return update_lib.UpdateSettings(loss=loss_cfg, temperature=float(c.rollout.temperature),
-                                      chunk_size=c.loss.logprob_chunk_size,
-                                      remat=c.loss.logprob_remat, on_policy=on_policy)
-
   # ------------------------------------------------------------------ the loop
   def train(self, max_steps: Optional[int] = None) -> list[dict]:
     """Runs (or resumes) all stages; returns this call's per-step metrics.
@@ -211,7 +217,7 @@ class Trainer:
           stage_idx, stage_step, position, restored = stage_idx + 1, 0, 0, None
           continue
         optimizer, opt_key = self._optimizer(st)
-        settings = self._settings()
+        settings = update_settings(self.config)
         if restored is not None:  # mid-stage resume: the stage's optimizer state and reference
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
           restored = None
@@ -364,8 +370,12 @@ class Trainer:
     per_mini = n // c.update_loop.num_minibatches
     perm_rng = np.random.default_rng([c.seed, global_step])
     params = self.params
+    rows_per_unit = settings.group_size  # a shared prompt's group moves between mini-batches whole
     for it in range(c.update_loop.num_iterations):
-      order = perm_rng.permutation(n) if c.update_loop.num_minibatches > 1 else np.arange(n)
+      order = np.arange(n)
+      if c.update_loop.num_minibatches > 1:
+        units = perm_rng.permutation(n // rows_per_unit)
+        order = (units[:, None] * rows_per_unit + np.arange(rows_per_unit)).reshape(-1)
       for m in range(c.update_loop.num_minibatches):
         idx = order[m * per_mini:(m + 1) * per_mini]
         mini = self.hosts.device_batch({k: v[idx] for k, v in batch.items()}, mb)

@@ -39,12 +39,16 @@ class UpdateSettings:
     remat: recompute chunk logits in the backward pass.
     on_policy: old log-probs are the current ones under stop_gradient (μ = 1 with one update per
       rollout batch, as TRL does), so no old_logp input and no extra forward pass.
+    group_size: G > 1 when every micro-batch holds whole groups of G consecutive rows sharing one
+      prompt: each prompt then runs once per micro-batch (logprobs.completion_logprobs); 1 = every
+      row runs its own copy of its prompt.
   """
   loss: losses.PolicyLossConfig
   temperature: float = 1.0
   chunk_size: int = 4096
   remat: bool = True
   on_policy: bool = False
+  group_size: int = 1
 
 
 def _reduce_micro_metrics(m: dict) -> dict:
@@ -75,7 +79,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     logp, entropy = logprobs_lib.completion_logprobs(
         model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
         temperature=settings.temperature, chunk_size=settings.chunk_size, with_entropy=True,
-        remat=settings.remat)
+        remat=settings.remat, group_size=settings.group_size)
     if not cfg.entropy_coef:
       entropy = jax.lax.stop_gradient(entropy)  # metric only: no backward through it
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
@@ -114,7 +118,8 @@ def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callabl
     model = nnx.merge(graphdef, params, rest)
     logp, _ = logprobs_lib.completion_logprobs(
         model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
-        temperature=settings.temperature, chunk_size=settings.chunk_size, remat=False)
+        temperature=settings.temperature, chunk_size=settings.chunk_size, remat=False,
+        group_size=settings.group_size)
     return logp
 
   def fn(params, rest, batch):

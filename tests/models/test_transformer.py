@@ -143,3 +143,28 @@ def test_write_cache_equals_dynamic_update_slice(dtype):
   want = jax.lax.dynamic_update_slice(cache, new.astype(dtype), (0, 4, 0, 0))
   assert got.dtype == dtype
   np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
+def test_shared_prefix_forward_matches_transformers_per_row(tiny_checkpoint, family):
+  """Groups of continuations over one prefix run once (GRPO's shared prompts) give, at every real
+  token, transformers' logits of the rows [prefix | continuation] run one by one."""
+  folder = tiny_checkpoint(family, **_INIT)
+  g, width, t = 3, 9, 5
+  p_ids, p_mask = _left_padded_batch(96, lengths=[9, 4], width=width, seed=1)
+  c_len = np.array([5, 1, 3, 4, 5, 2])
+  c_mask = np.arange(t)[None] < c_len[:, None]
+  c_ids = np.where(c_mask, np.random.default_rng(2).integers(3, 96, (6, t)), 0).astype(np.int32)
+  model = load_pretrained(folder)
+  hp, hc = nnx.jit(lambda m, *a: m.hidden_states_shared_prefix(*a))(model, p_ids, p_mask, c_ids,
+                                                                      c_mask)
+  assert hp.shape == (2, width, model.config.hidden_size) and hc.shape == (6, t, hp.shape[-1])
+  ref = _hf_logits(folder, np.concatenate([np.repeat(p_ids, g, 0), c_ids], 1),
+                   np.concatenate([np.repeat(p_mask, g, 0), c_mask], 1))
+  ours_p = np.repeat(np.asarray(model.logits(hp)), g, 0)
+  ours_c = np.asarray(model.logits(hc))
+  rows_p = np.repeat(p_mask, g, 0)
+  np.testing.assert_array_less(np.abs(ours_p - ref[:, :width])[rows_p].max(), 1e-4)
+  np.testing.assert_array_less(np.abs(ours_c - ref[:, width:])[c_mask].max(), 1e-4)
+  with pytest.raises(ValueError, match="do not split into 2 groups"):
+    model.hidden_states_shared_prefix(p_ids, p_mask, c_ids[:5], c_mask[:5])

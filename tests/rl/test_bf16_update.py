@@ -29,12 +29,15 @@ def _trainer(checkpoint, workdir, compute_dtype):
 
 def _batch(rows=16, group=4, prompt_len=6, completion_len=8, vocab=96):
   rng = np.random.default_rng(0)
-  prompt_mask = np.arange(prompt_len)[None] >= rng.integers(0, 4, size=(rows, 1))
+  # One prompt per group of `group` rows, as in a GRPO batch.
+  prompt_mask = np.repeat(np.arange(prompt_len)[None] >= rng.integers(0, 4, size=(rows // group, 1)),
+                          group, axis=0)
   lengths = rng.integers(2, completion_len + 1, size=rows)
   rewards = rng.random(rows).reshape(-1, group)
   advantages = ((rewards - rewards.mean(1, keepdims=True)) / rewards.std(1, keepdims=True))
-  return dict(prompt_ids=np.where(prompt_mask, rng.integers(3, vocab, (rows, prompt_len)), 0)
-              .astype(np.int32), prompt_mask=prompt_mask,
+  prompt_ids = np.repeat(rng.integers(3, vocab, (rows // group, prompt_len)), group, axis=0)
+  return dict(prompt_ids=np.where(prompt_mask, prompt_ids, 0).astype(np.int32),
+              prompt_mask=prompt_mask,
               completion_ids=rng.integers(3, vocab, (rows, completion_len)).astype(np.int32),
               loss_mask=np.arange(completion_len)[None] < lengths[:, None],
               advantages=advantages.reshape(-1).astype(np.float32))
@@ -43,7 +46,7 @@ def _batch(rows=16, group=4, prompt_len=6, completion_len=8, vocab=96):
 def _update(tr, batch):
   """(params before, params after, optimizer state after, metrics) of one jitted update."""
   optimizer, key = tr._optimizer(tr.config.stages[0])
-  settings = tr._settings()
+  settings = trainer_lib.update_settings(tr.config)
   train_step, _ = tr._programs(optimizer, key, settings)
   before = jax.tree.map(lambda x: np.asarray(x), tr.params)
   params = jax.tree.map(jnp.copy, tr.params)  # train_step donates its inputs

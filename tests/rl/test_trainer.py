@@ -100,3 +100,15 @@ def test_bad_batch_split_is_rejected(tmp_path):
   else:
     raise AssertionError("expected ValueError")
   assert config_lib.default_config().loss.aggregation == "token_mean"
+
+
+def test_prompts_are_shared_when_micro_batches_hold_whole_groups(tmp_path):
+  """The toy runs above train with shared prompts (8-row micro-batches of 4-completion groups)."""
+  def group_size(**update_loop):
+    c = toy_task.toy_config(tmp_path)
+    c.update_loop.update(update_loop)
+    return trainer.update_settings(c).group_size
+
+  assert group_size() == 4
+  assert group_size(micro_batch_size=2) == 1          # a group would span micro-batches
+  assert group_size(share_prompts=False) == 1

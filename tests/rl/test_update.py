@@ -1,5 +1,7 @@
 """The jitted update on a tiny model: finite-difference gradients, exact micro-batching, 8-device parity."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,10 +55,10 @@ def _grad_capture():
                                       lambda g, s, p=None: (jax.tree.map(jnp.zeros_like, g), g))
 
 
-def _grads(model, batch, n_micro, mesh=None):
+def _grads(model, batch, n_micro, mesh=None, settings=SETTINGS):
   graphdef, params, rest = update.split_model(model)
   opt = _grad_capture()
-  step = update.make_train_step(graphdef, opt, SETTINGS)
+  step = update.make_train_step(graphdef, opt, settings)
   mb = _micro(batch, n_micro)
   if mesh is None:
     _, grads, metrics = step(params, rest, opt.init(params), mb)
@@ -186,3 +188,26 @@ def test_logprob_fn_on_a_rematerialised_model(tiny):
     graphdef, params, rest = update.split_model(models.load_pretrained(tiny, remat=remat))
     out.append(np.asarray(update.make_logprob_fn(graphdef, SETTINGS)(params, rest, batch)))
   np.testing.assert_allclose(out[1], out[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("group_size,mesh_axes", [
+    (4, None),                                    # one group per micro-batch
+    (2, {"data": 2, "fsdp": 2, "tensor": 2}),     # 2 groups per micro-batch over 4 batch shards
+])
+def test_shared_prompt_update_equals_per_row(tiny, group_size, mesh_axes):
+  """Running each group's prompt once (UpdateSettings.group_size) gives the per-row update and the
+  per-row reference log-probs, also when the groups do not divide the mesh's batch shards."""
+  batch = _batch(96, seed=6)
+  for k in ("prompt_ids", "prompt_mask"):  # rows in groups of `group_size` share a prompt
+    batch[k] = np.repeat(batch[k][::group_size], group_size, axis=0)
+  want = _grads(models.load_pretrained(tiny), batch, 2)  # the update donates the model's params
+  shared = dataclasses.replace(SETTINGS, group_size=group_size)
+  mesh = parallel.make_mesh(mesh_axes) if mesh_axes else None
+  _assert_same(_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh, settings=shared),
+               want)
+  graphdef, params, rest = update.split_model(models.load_pretrained(tiny, mesh=mesh))
+  lps = [np.asarray(update.make_logprob_fn(graphdef, s)(params, rest, _micro(batch, 2)))
+         for s in (SETTINGS, shared)]
+  real = _micro(batch, 2)["loss_mask"]  # values after a row's last loss token are arbitrary
+  np.testing.assert_allclose(np.where(real, lps[1], 0), np.where(real, lps[0], 0), rtol=1e-5,
+                             atol=1e-5)
