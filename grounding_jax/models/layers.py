@@ -126,47 +126,6 @@ def _attend_one(q_bthd, k_bskd, v_bskd, mask_bts):
   return out.reshape(b, 1, h, d).astype(v_bskd.dtype)
 
 
-def attend_shared_prefix(q_bthd: jax.Array, kp_bskd: jax.Array, vp_bskd: jax.Array,
-                         kc_btkd: jax.Array, vc_btkd: jax.Array, prefix_mask_bs: jax.Array,
-                         mask_btt: jax.Array) -> jax.Array:
-  """`attend` for rows that continue a shared prefix, reading each group's prefix keys once.
-
-  Rows come in groups of G = rows / groups consecutive rows (a GRPO group: G completions of one
-  prompt). Row r's query t attends to its group's prefix slots where `prefix_mask_bs` holds and to
-  its own tokens where `mask_btt[r, t]` holds — the same as `attend` over [prefix | row] with the
-  prefix repeated G times, without repeating it.
-
-  Args:
-    q_bthd: [groups * G, T, q_heads, head_dim] the rows' queries.
-    kp_bskd, vp_bskd: [groups, S, kv_heads, head_dim] the prefixes' keys and values.
-    kc_btkd, vc_btkd: [groups * G, T, kv_heads, head_dim] the rows' own keys and values.
-    prefix_mask_bs: bool[groups, S], True at real prefix tokens.
-    mask_btt: bool[groups * G, T, T], True where query t may attend to the row's token s.
-
-  Returns:
-    [groups * G, T, q_heads, head_dim] in the dtype of `vc_btkd`.
-  """
-  n, t, h, d = q_bthd.shape
-  groups, s, kv_heads, _ = kp_bskd.shape
-  g = n // groups
-  q = q_bthd.reshape(groups, g, t, kv_heads, h // kv_heads, d)
-  kc = kc_btkd.reshape(groups, g, t, kv_heads, d)
-  vc = vc_btkd.reshape(groups, g, t, kv_heads, d)
-  f32 = jnp.float32
-  scores = jnp.concatenate(
-      [jnp.einsum("bgtkhd,bskd->bgkhts", q, kp_bskd, preferred_element_type=f32),
-       jnp.einsum("bgtkhd,bgskd->bgkhts", q, kc, preferred_element_type=f32)], axis=-1)
-  scores = scores * (d ** -0.5)
-  mask = jnp.concatenate(
-      [jnp.broadcast_to(prefix_mask_bs[:, None, None, None, None, :], (groups, g, 1, 1, t, s)),
-       mask_btt.reshape(groups, g, 1, 1, t, t)], axis=-1)
-  scores = jnp.where(mask, scores, jnp.finfo(f32).min)
-  probs = jax.nn.softmax(scores, axis=-1).astype(vc.dtype)
-  out = (jnp.einsum("bgkhts,bskd->bgtkhd", probs[..., :s], vp_bskd, preferred_element_type=f32)
-         + jnp.einsum("bgkhts,bgskd->bgtkhd", probs[..., s:], vc, preferred_element_type=f32))
-  return out.reshape(n, t, h, d).astype(vc.dtype)
-
-
 class Attention(nnx.Module):
   """Multi-head self-attention with RoPE, GQA, optional q/k/v bias (Qwen2) and q/k norm (Qwen3)."""
 
@@ -220,21 +179,21 @@ class Attention(nnx.Module):
   def shared_prefix(self, xp_btd: jax.Array, positions_p: jax.Array, mask_p: jax.Array,
                     xc_btd: jax.Array, positions_c: jax.Array, mask_c: jax.Array,
                     inv_freq: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """Attention for groups of sequences that continue one shared prefix each (`attend_shared_prefix`).
+    """Attention of a prefix stream to itself, and of a continuation stream to [prefix | itself].
 
     Args:
       xp_btd: [groups, S, embed] normalised prefix inputs; positions_p int[groups, S];
-        mask_p bool[groups, S, S] (prefix causal attention, False at its padding).
-      xc_btd: [groups * G, T, embed] normalised continuations, G consecutive rows per group;
-        positions_c int[groups * G, T]; mask_c bool[groups * G, T, T] among a row's own tokens.
+        mask_p bool[groups, S, S] (the prefix's causal attention, False at its padding).
+      xc_btd: [groups, P, embed] normalised continuation inputs; positions_c int[groups, P];
+        mask_c bool[groups, P, S + P]: which prefix slots, then which continuation tokens, each
+        continuation token attends to.
     Returns:
-      (prefix out [groups, S, embed], continuation out [groups * G, T, embed]).
+      (prefix out [groups, S, embed], continuation out [groups, P, embed]).
     """
     qp, kp, vp = self._qkv(xp_btd, positions_p, inv_freq)
     qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
     out_p = attend(qp, kp, vp, mask_p)
-    # The last prefix query sees every real prefix token: its mask row is the prefix's padding mask.
-    out_c = attend_shared_prefix(qc, kp, vp, kc, vc, mask_p[:, -1, :], mask_c)
+    out_c = attend(qc, jnp.concatenate([kp, kc], axis=1), jnp.concatenate([vp, vc], axis=1), mask_c)
     return (matmul("bthk,hkd->btd", out_p, self.o_proj[...]),
             matmul("bthk,hkd->btd", out_c, self.o_proj[...]))
 

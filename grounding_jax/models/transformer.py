@@ -66,8 +66,8 @@ class Block(nnx.Module):
     return x_btd, kv
 
   def shared_prefix(self, xs, positions_p, mask_p, positions_c, mask_c, inv_freq):
-    """The block over (prefix stream [groups, S, D], continuation stream [groups * G, T, D]) = `xs`;
-    the continuations attend to their group's prefix (Attention.shared_prefix)."""
+    """The block over `xs` = (prefix stream [groups, S, D], continuation stream [groups, P, D]); the
+    continuations attend to their group's prefix and to themselves (Attention.shared_prefix)."""
     xp, xc = xs
     hp, hc = self.attn.shared_prefix(self.input_norm(xp), positions_p, mask_p, self.input_norm(xc),
                                      positions_c, mask_c, inv_freq)
@@ -143,41 +143,39 @@ class Transformer(nnx.Module):
     return x
 
   def hidden_states_shared_prefix(self, prefix_ids: jax.Array, prefix_mask: jax.Array,
-                                  continuation_ids: jax.Array, continuation_mask: jax.Array
+                                  ids: jax.Array, positions: jax.Array, segment_ids: jax.Array
                                   ) -> tuple[jax.Array, jax.Array]:
-    """`hidden_states` of [prefix | continuation] rows whose groups share one prefix, run once.
+    """`hidden_states` of several continuations of one prefix per group, the prefix run once.
 
-    GRPO's G completions of a prompt all continue the same prompt. Instead of G copies of
-    [prompt | completion], the prefix stream runs each prompt once and the continuation stream runs
-    the completions, whose attention reads their group's prompt keys and values
-    (layers.attend_shared_prefix). Gradients into the prompt's activations are summed over its
-    completions by the backward pass, so the result equals the per-row forward exactly while
-    running groups · S + rows · T tokens instead of rows · (S + T).
+    GRPO's G completions of a prompt all continue the same prompt. Instead of G rows
+    [prompt | completion], a prefix stream runs each prompt once, and a continuation stream holds
+    the group's completions packed one after another; a completion token attends to every real
+    prompt token and to the earlier tokens of its own completion. The backward pass sums the
+    completions' gradients into the one prompt pass, so the result equals the per-row forward
+    exactly while running groups · (S + P) tokens instead of rows · (S + T).
 
     Args:
       prefix_ids: int32[groups, S] LEFT-padded prefixes; prefix_mask: bool[groups, S].
-      continuation_ids: int32[groups * G, T] RIGHT-padded continuations, G consecutive rows per group
-        (row r continues prefix r // G); continuation_mask: bool[groups * G, T], True at tokens that
-        are attended (a prefix of each row: later tokens may not be attended to by earlier ones).
+      ids: int32[groups, P] each group's continuations, packed.
+      positions: int32[groups, P] their RoPE positions (the prefix's length + offset in the
+        continuation).
+      segment_ids: int32[groups, P] which continuation a token belongs to; negative = padding.
     Returns:
-      (prefix hidden [groups, S, embed], continuation hidden [groups * G, T, embed]), final-norm
-      outputs in compute_dtype; position S − 1 of a prefix predicts its continuations' first token.
+      (prefix hidden [groups, S, embed], continuation hidden [groups, P, embed]), final-norm
+      outputs in compute_dtype; prefix position S − 1 predicts every continuation's first token.
     """
     prefix_mask = prefix_mask.astype(bool)
-    groups, s = prefix_ids.shape
-    n, t = continuation_ids.shape
-    if n % groups:
-      raise ValueError(f"{n} continuation rows do not split into {groups} groups")
+    s, p = prefix_ids.shape[1], ids.shape[1]
     positions_p = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0)
-    start = jnp.repeat(jnp.sum(prefix_mask, axis=-1), n // groups)             # [rows]
-    positions_c = start[:, None] + jnp.arange(t)[None, :]
     mask_p = jnp.tril(jnp.ones((s, s), bool))[None] & prefix_mask[:, None, :]
-    mask_c = jnp.tril(jnp.ones((t, t), bool))[None] & continuation_mask.astype(bool)[:, None, :]
+    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
+    mask_c = jnp.concatenate([jnp.broadcast_to(prefix_mask[:, None, :], (ids.shape[0], p, s)),
+                              same & jnp.tril(jnp.ones((p, p), bool))[None]], axis=-1)
     inv_freq = inverse_frequencies(self.config)
-    xs = (self._embed(prefix_ids), self._embed(continuation_ids))
+    xs = (self._embed(prefix_ids), self._embed(ids))
     for block in self.layers:
-      xs = self._layer(block, lambda b, x: b.shared_prefix(x, positions_p, mask_p, positions_c,
-                                                           mask_c, inv_freq))(xs)
+      xs = self._layer(block, lambda b, x: b.shared_prefix(x, positions_p, mask_p, positions, mask_c,
+                                                           inv_freq))(xs)
     return self.final_norm(xs[0]), self.final_norm(xs[1])
 
   def lm_head_kernel(self) -> jax.Array:

@@ -125,8 +125,9 @@ def default_config() -> ml_collections.ConfigDict:
       # column, each rounded up to this multiple (larger = fewer compiled shapes, more padding);
       # 0 keeps the sampler's bucketed widths (prompt bucket + max_new_tokens).
       length_multiple=32,
-      # Run each group's prompt once per micro-batch and let its G completions attend to it
-      # (Transformer.hidden_states_shared_prefix): exact, and prompt tokens cost 1/G. Applies when
+      # Run each group's prompt once per micro-batch, its G completions packed into one row after
+      # it (Transformer.hidden_states_shared_prefix): exact; a prompt costs 1/G and completion padding
+      # only what the longest group needs (rounded up to length_multiple). Applies when
       # micro_batch_size is a multiple of group_size (micro-batches then hold whole groups).
       share_prompts=True,
   ))

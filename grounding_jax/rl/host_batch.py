@@ -68,6 +68,19 @@ class HostBatches:
     return update_lib.trim_batch(batch, update_lib.round_up(int(widths[0]), multiple),
                                  update_lib.round_up(int(widths[1]), multiple))
 
+  def packed_widths(self, batch: dict, micro: int, group_size: int) -> list[int] | None:
+    """Columns for each micro-batch's packed completions (update.packed_width), the same on every
+    host, or None when prompts are not shared. Each is rounded up to a multiple of the completion
+    width L, so a run compiles at most group_size gradient programs per prompt width while a
+    micro-batch of short completions runs at its own, smaller width."""
+    if group_size == 1:
+      return None
+    mask = np.asarray(batch["loss_mask"])
+    need = [update_lib.packed_width({"loss_mask": mask[i:i + micro]}, group_size)
+            for i in range(0, len(mask), micro)]
+    need = self.gather(np.asarray([need], np.int64)).max(axis=0)
+    return [update_lib.round_up(int(w), mask.shape[1]) for w in need]
+
   def device_batch(self, batch: dict, micro: int) -> dict:
     """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""
     out = {}
@@ -81,8 +94,9 @@ class HostBatches:
         out[k] = jnp.asarray(v)
     return out
 
-  def logprobs(self, logprob_fn, params, rest, batch: dict, micro: int) -> np.ndarray:
+  def logprobs(self, logprob_fn, params, rest, batch: dict, micro: int,
+               packed_width: int | None = None) -> np.ndarray:
     """This host's rows of `logprob_fn` over `batch` (reference / old log-probs), [n, L]."""
     with self.context():
-      lp = logprob_fn(params, rest, self.device_batch(batch, micro))
+      lp = logprob_fn(params, rest, self.device_batch(batch, micro), packed_width=packed_width)
     return parallel.global_to_host_local(lp, batch_axis=1).reshape(-1, lp.shape[-1])

@@ -84,10 +84,38 @@ def token_logprobs(hidden: jax.Array, kernel: jax.Array, targets: jax.Array, *,
   return tgt - lse, entropy
 
 
+def pack_groups(completion_ids: jax.Array, lengths: jax.Array, group_size: int, width: int):
+  """Packs each group's completions one after another: G rows of [L] -> one row of [width].
+
+  Args:
+    completion_ids: int32[N, L], N = groups · group_size consecutive rows per group.
+    lengths: int[N], tokens kept from the start of each row.
+    width: packed columns; at least the largest per-group sum of lengths (later tokens are lost).
+  Returns:
+    (ids int32[groups, width], offset int32[groups, width] of each token in its own row,
+    segment int32[groups, width] = its row within the group (−1 at padding), start int32[N] =
+    the packed column of each row's first token).
+  """
+  n, length = completion_ids.shape
+  groups = n // group_size
+  lens = lengths.reshape(groups, group_size).astype(jnp.int32)
+  ends = jnp.cumsum(lens, axis=1)
+  starts = ends - lens
+  cols = jnp.arange(width, dtype=jnp.int32)
+  segment = jnp.sum(cols[None, :, None] >= ends[:, None, :], axis=-1)          # [groups, width]
+  valid = segment < group_size
+  segment = jnp.minimum(segment, group_size - 1)
+  offset = cols[None] - jnp.take_along_axis(starts, segment, axis=1)
+  src = segment * length + jnp.clip(offset, 0, length - 1)
+  ids = jnp.take_along_axis(completion_ids.reshape(groups, group_size * length), src, axis=1)
+  return (jnp.where(valid, ids, 0), jnp.where(valid, offset, 0), jnp.where(valid, segment, -1),
+          starts.reshape(n))
+
+
 def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
                         completion_ids: jax.Array, completion_mask: jax.Array, *,
                         temperature: float = 1.0, chunk_size: int = 4096, with_entropy: bool = False,
-                        remat: bool = True, group_size: int = 1
+                        remat: bool = True, group_size: int = 1, packed_width: Optional[int] = None
                         ) -> tuple[jax.Array, Optional[jax.Array]]:
   """Log-probs (and entropies) of completion tokens given their prompts, under `model`.
 
@@ -101,29 +129,43 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
       to a row's last True is attended, so a token inside the completion that conditions what follows
       without counting (LEAR's forced "<answer>" prefix, rl/lear_rollout.py) stays in the context.
     group_size: G > 1 when rows come in groups of G consecutive rows with the same prompt (a GRPO
-      group): each group's prompt then runs once (Transformer.hidden_states_shared_prefix), reading
-      only the group's first prompt row. Same result, N·Lp − N/G·Lp fewer tokens. N % G == 0.
+      group; only each group's first prompt row is read). Each prompt then runs once and its
+      completions, up to their last attended token, run packed into one row of `packed_width`
+      columns (Transformer.hidden_states_shared_prefix): the same log-probs from groups · (Lp +
+      packed_width) tokens instead of N · (Lp + L). N % G == 0.
+    packed_width: columns of a group's packed completions, at least the largest per-group total of
+      attended tokens (update.packed_width computes it on the host); default G · L (always enough).
   Returns:
     (logp float32 [N, L], entropy float32 [N, L] or None); values at masked positions are arbitrary.
   """
   lp = prompt_ids.shape[1]
-  length = completion_ids.shape[1]
+  n, length = completion_ids.shape
   completion_ids = completion_ids.astype(jnp.int32)
   # Holes in completion_mask are closed (reverse running max); prefix masks are unchanged.
   attended = jax.lax.cummax(completion_mask.astype(jnp.int32), axis=1, reverse=True) > 0
-  if group_size > 1:
-    # Each group's first row, by reshape: a strided slice (prompt_ids[::G]) gave a wrong embedding
-    # gradient on a data 2 x fsdp 2 x tensor 2 mesh (XLA's partitioner; tests/rl/test_update.py).
-    first_row = lambda x: x.reshape(-1, group_size, lp)[:, 0]
-    prompt_h, completion_h = model.hidden_states_shared_prefix(
-        first_row(prompt_ids).astype(jnp.int32), first_row(prompt_mask), completion_ids,
-        attended)
-    first = jnp.repeat(prompt_h[:, -1:], group_size, axis=0)  # predicts completion token 0
-    hidden = jnp.concatenate([first, completion_h[:, :length - 1]], axis=1)
-  else:
+  kernel = model.lm_head_kernel()
+  opts = dict(temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy, remat=remat)
+  if group_size == 1:
     ids = jnp.concatenate([prompt_ids.astype(jnp.int32), completion_ids], axis=1)
     mask = jnp.concatenate([prompt_mask.astype(bool), attended], axis=1)
     hidden = model.hidden_states(ids, mask)[:, lp - 1:lp - 1 + length]
-  return token_logprobs(hidden, model.lm_head_kernel(), completion_ids,
-                        temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy,
-                        remat=remat)
+    return token_logprobs(hidden, kernel, completion_ids, **opts)
+
+  # Each group's first row, by reshape: a strided slice (prompt_ids[::G]) gave a wrong embedding
+  # gradient on a data 2 x fsdp 2 x tensor 2 mesh (XLA's partitioner; tests/rl/test_update.py).
+  first_row = lambda x: x.reshape(-1, group_size, lp)[:, 0]
+  p_ids, p_mask = first_row(prompt_ids).astype(jnp.int32), first_row(prompt_mask).astype(bool)
+  width = packed_width or group_size * length
+  ids, offset, segment, start = pack_groups(completion_ids, jnp.sum(attended, axis=1), group_size,
+                                            width)
+  positions = jnp.sum(p_mask, axis=1, keepdims=True) + offset
+  prompt_h, packed_h = model.hidden_states_shared_prefix(p_ids, p_mask, ids, positions, segment)
+  # A row's first token is predicted by the prompt's last position, the others by the token before.
+  before = jnp.concatenate([prompt_h[:, -1:], packed_h[:, :-1]], axis=1)
+  hidden = jnp.where((offset == 0)[..., None], prompt_h[:, -1:], before)
+  logp, entropy = token_logprobs(hidden, kernel, ids, **opts)
+  # Back to rows: token t of row r sits at packed column start[r] + t of its group.
+  group = jnp.arange(n)[:, None] // group_size
+  col = jnp.minimum(start[:, None] + jnp.arange(length)[None], width - 1)
+  unpack = lambda x: None if x is None else x[group, col]
+  return unpack(logp), unpack(entropy)

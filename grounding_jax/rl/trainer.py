@@ -359,11 +359,13 @@ class Trainer:
     batch = self.hosts.trim(batch, c.update_loop.length_multiple)
     n = len(rows)
     mb = c.update_loop.micro_batch_size
+    widths = self.hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
+    width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
     if c.loss.kl_coef:
-      batch["ref_logp"] = self.hosts.logprobs(logprob_fn, ref_params, self.rest, batch, mb)
+      batch["ref_logp"] = self.hosts.logprobs(logprob_fn, ref_params, self.rest, batch, mb, width)
     if not settings.on_policy and c.update_loop.old_logprobs == "recompute":
-      batch["old_logp"] = self.hosts.logprobs(logprob_fn, self.params, self.rest, batch, mb)
+      batch["old_logp"] = self.hosts.logprobs(logprob_fn, self.params, self.rest, batch, mb, width)
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
     step_metrics = []
@@ -378,9 +380,12 @@ class Trainer:
         order = (units[:, None] * rows_per_unit + np.arange(rows_per_unit)).reshape(-1)
       for m in range(c.update_loop.num_minibatches):
         idx = order[m * per_mini:(m + 1) * per_mini]
-        mini = self.hosts.device_batch({k: v[idx] for k, v in batch.items()}, mb)
+        mini = {k: v[idx] for k, v in batch.items()}
+        mini_widths = self.hosts.packed_widths(mini, mb, settings.group_size)
         with self.hosts.context():
-          params, opt_state, sm = train_step(params, self.rest, opt_state, mini)
+          params, opt_state, sm = train_step(params, self.rest, opt_state,
+                                             self.hosts.device_batch(mini, mb),
+                                             packed_width=mini_widths)
         step_metrics.append(sm)
     self.params = params
     step_metrics = jax.device_get(step_metrics)

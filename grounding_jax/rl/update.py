@@ -1,8 +1,8 @@
 """The jitted GRPO update: micro-batch gradient accumulation + one optimizer step, and log-prob passes.
 
-A mini-batch arrives as arrays shaped [num_micro, micro_batch, ...]. A lax.scan over micro-batches
-accumulates gradients of each micro-batch's loss *sum* and the denominators; the optimizer sees
-Σ grad(sum) / Σ denominator, which equals the gradient of the whole mini-batch's loss exactly
+A mini-batch arrives as micro-batches. A jitted program per micro-batch shape adds the gradient of
+the micro-batch's loss *sum* into a donated accumulator and returns its denominator; the optimizer
+sees Σ grad(sum) / Σ denominator, which equals the gradient of the whole mini-batch's loss exactly
 (denominators depend only on masks). Parameters and optimizer state are donated.
 
 Batch keys (all leading dims [num_micro, micro_batch]):
@@ -16,6 +16,7 @@ Batch keys (all leading dims [num_micro, micro_batch]):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import jax
@@ -40,8 +41,8 @@ class UpdateSettings:
     on_policy: old log-probs are the current ones under stop_gradient (μ = 1 with one update per
       rollout batch, as TRL does), so no old_logp input and no extra forward pass.
     group_size: G > 1 when every micro-batch holds whole groups of G consecutive rows sharing one
-      prompt: each prompt then runs once per micro-batch (logprobs.completion_logprobs); 1 = every
-      row runs its own copy of its prompt.
+      prompt: each prompt then runs once per micro-batch, its completions packed after it
+      (logprobs.completion_logprobs); 1 = every row runs its own copy of its prompt.
   """
   loss: losses.PolicyLossConfig
   temperature: float = 1.0
@@ -66,20 +67,26 @@ def _reduce_micro_metrics(m: dict) -> dict:
 
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                     settings: UpdateSettings) -> Callable:
-  """Builds `train_step(params, rest, opt_state, batch) -> (params, opt_state, metrics)` (jitted).
+  """Builds `train_step(params, rest, opt_state, batch, packed_width=None) -> (params, opt_state,
+  metrics)`: one optimizer update from the micro-batches of one mini-batch.
 
   params / rest are the nnx.Param and other state of `nnx.split(model, nnx.Param, ...)`; params and
-  opt_state are donated. metrics: name -> scalar (loss, pg_loss, kl, entropy, clip fractions, ratio
-  stats, grad_norm).
+  opt_state are donated. `batch` is a dict of arrays [num_micro, micro_batch, ...], or a list of
+  micro-batch dicts [micro_batch, ...] whose widths may differ. packed_width (settings.group_size > 1
+  only): columns of a group's packed completions (logprobs.completion_logprobs; default
+  group_size · L), one int or one per micro-batch. Each micro-batch runs in a jitted gradient
+  program compiled once per shape and packed width; a jitted apply program then divides the summed
+  gradients by the summed denominators and steps the optimizer. metrics: name -> scalar (loss,
+  pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm).
   """
   cfg = settings.loss
 
-  def micro_loss(params, rest, mb):
+  def micro_loss(params, rest, mb, packed_width):
     model = nnx.merge(graphdef, params, rest)
     logp, entropy = logprobs_lib.completion_logprobs(
         model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
         temperature=settings.temperature, chunk_size=settings.chunk_size, with_entropy=True,
-        remat=settings.remat, group_size=settings.group_size)
+        remat=settings.remat, group_size=settings.group_size, packed_width=packed_width)
     if not cfg.entropy_coef:
       entropy = jax.lax.stop_gradient(entropy)  # metric only: no backward through it
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
@@ -89,13 +96,14 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
   grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
-  def train_step(params, rest, opt_state, batch):
-    def body(acc, mb):
-      (s, (d, m)), g = grad_fn(params, rest, mb)
-      return jax.tree.map(jnp.add, acc, g), (s, d, m)
+  @functools.partial(jax.jit, donate_argnums=2, static_argnames="packed_width")
+  def accumulate(params, rest, grad_sum, mb, packed_width=None):
+    (s, (d, m)), g = grad_fn(params, rest, mb, packed_width)
+    return jax.tree.map(jnp.add, grad_sum, g), (s, d, m)
 
-    zeros = jax.tree.map(jnp.zeros_like, params)
-    grad_sum, (s, d, m) = jax.lax.scan(body, zeros, batch)
+  @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+  def apply(params, opt_state, grad_sum, stats):
+    s, d, m = jax.tree.map(lambda *x: jnp.stack(x), *stats)
     denom = jnp.maximum(jnp.sum(d), 1e-8)
     grads = jax.tree.map(lambda g: g / denom, grad_sum)
     updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -105,28 +113,40 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     metrics["grad_norm"] = optax.tree.norm(grads)
     return params, opt_state, metrics
 
-  return jax.jit(train_step, donate_argnums=(0, 2))
+  def train_step(params, rest, opt_state, batch, packed_width=None):
+    if isinstance(batch, dict):
+      batch = [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(len(batch["advantages"]))]
+    widths = packed_width if isinstance(packed_width, (list, tuple)) else [packed_width] * len(batch)
+    grad_sum = jax.tree.map(jnp.zeros_like, params)
+    stats = []
+    for mb, width in zip(batch, widths):
+      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width)
+      stats.append(st)
+    return apply(params, opt_state, grad_sum, stats)
+
+  return train_step
 
 
 def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callable:
-  """Builds `fn(params, rest, batch) -> logp float32 [num_micro, micro_batch, L]` (jitted, no grad).
+  """Builds `fn(params, rest, batch, packed_width=None) -> logp float32 [num_micro, micro_batch, L]`
+  (jitted, no grad; packed_width as in make_train_step).
 
   Used for reference log-probs (frozen π_ref params) and recomputed old log-probs (current params).
   """
 
-  def one(params, rest, mb):
+  def one(params, rest, mb, packed_width):
     model = nnx.merge(graphdef, params, rest)
     logp, _ = logprobs_lib.completion_logprobs(
         model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
         temperature=settings.temperature, chunk_size=settings.chunk_size, remat=False,
-        group_size=settings.group_size)
+        group_size=settings.group_size, packed_width=packed_width)
     return logp
 
-  def fn(params, rest, batch):
+  def fn(params, rest, batch, packed_width=None):
     keys = ("prompt_ids", "prompt_mask", "completion_ids", "loss_mask")
-    return jax.lax.map(lambda mb: one(params, rest, mb), {k: batch[k] for k in keys})
+    return jax.lax.map(lambda mb: one(params, rest, mb, packed_width), {k: batch[k] for k in keys})
 
-  return jax.jit(fn)
+  return jax.jit(fn, static_argnames="packed_width")
 
 
 _PROMPT_KEYS = ("prompt_ids", "prompt_mask")                       # left-padded: trim on the left
@@ -153,6 +173,15 @@ def trim_batch(batch: dict, prompt_width: int, completion_width: int) -> dict:
     if k in batch:
       out[k] = batch[k][:, :completion_width]
   return out
+
+
+def packed_width(batch: dict, group_size: int) -> int:
+  """The largest number of attended completion tokens (each row's up to its last loss token) in one
+  group of `group_size` consecutive rows: the width a group's completions need when packed
+  (logprobs.completion_logprobs). Host numpy; batch as in `content_widths`."""
+  mask = np.asarray(batch["loss_mask"])
+  last = np.where(mask.any(axis=1), mask.shape[1] - np.argmax(mask[:, ::-1], axis=1), 0)
+  return int(last.reshape(-1, group_size).sum(axis=1).max(initial=0))
 
 
 def round_up(n: int, multiple: int) -> int:

@@ -147,24 +147,36 @@ def test_write_cache_equals_dynamic_update_slice(dtype):
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
 def test_shared_prefix_forward_matches_transformers_per_row(tiny_checkpoint, family):
-  """Groups of continuations over one prefix run once (GRPO's shared prompts) give, at every real
-  token, transformers' logits of the rows [prefix | continuation] run one by one."""
+  """Groups of continuations packed after one prefix run once (GRPO's shared prompts) give, at every
+  real token, transformers' logits of the rows [prefix | continuation] run one by one."""
   folder = tiny_checkpoint(family, **_INIT)
-  g, width, t = 3, 9, 5
+  g, width, t, packed = 3, 9, 5, 16
   p_ids, p_mask = _left_padded_batch(96, lengths=[9, 4], width=width, seed=1)
   c_len = np.array([5, 1, 3, 4, 5, 2])
   c_mask = np.arange(t)[None] < c_len[:, None]
   c_ids = np.where(c_mask, np.random.default_rng(2).integers(3, 96, (6, t)), 0).astype(np.int32)
+  ids, pos, seg = (np.zeros((2, packed), np.int32) for _ in range(3))
+  seg[:] = -1
+  where = []  # (group, packed column) of each row's tokens
+  for grp in range(2):
+    col = 0
+    for row in range(grp * g, grp * g + g):
+      n = c_len[row]
+      ids[grp, col:col + n] = c_ids[row, :n]
+      pos[grp, col:col + n] = p_mask[grp].sum() + np.arange(n)
+      seg[grp, col:col + n] = row - grp * g
+      where.append((grp, col))
+      col += n
   model = load_pretrained(folder)
-  hp, hc = nnx.jit(lambda m, *a: m.hidden_states_shared_prefix(*a))(model, p_ids, p_mask, c_ids,
-                                                                      c_mask)
-  assert hp.shape == (2, width, model.config.hidden_size) and hc.shape == (6, t, hp.shape[-1])
+  hp, hc = nnx.jit(lambda m, *a: m.hidden_states_shared_prefix(*a))(model, p_ids, p_mask, ids, pos,
+                                                                      seg)
+  assert hp.shape == (2, width, model.config.hidden_size) and hc.shape == (2, packed, hp.shape[-1])
   ref = _hf_logits(folder, np.concatenate([np.repeat(p_ids, g, 0), c_ids], 1),
                    np.concatenate([np.repeat(p_mask, g, 0), c_mask], 1))
-  ours_p = np.repeat(np.asarray(model.logits(hp)), g, 0)
-  ours_c = np.asarray(model.logits(hc))
-  rows_p = np.repeat(p_mask, g, 0)
-  np.testing.assert_array_less(np.abs(ours_p - ref[:, :width])[rows_p].max(), 1e-4)
-  np.testing.assert_array_less(np.abs(ours_c - ref[:, width:])[c_mask].max(), 1e-4)
-  with pytest.raises(ValueError, match="do not split into 2 groups"):
-    model.hidden_states_shared_prefix(p_ids, p_mask, c_ids[:5], c_mask[:5])
+  ours_p, ours_c = np.asarray(model.logits(hp)), np.asarray(model.logits(hc))
+  for row, (grp, col) in enumerate(where):
+    real = p_mask[grp]
+    np.testing.assert_array_less(np.abs(ours_p[grp] - ref[row, :width])[real].max(), 1e-4)
+    n = c_len[row]
+    np.testing.assert_array_less(np.abs(ours_c[grp, col:col + n] - ref[row, width:width + n]).max(),
+                                 1e-4)

@@ -55,18 +55,18 @@ def _grad_capture():
                                       lambda g, s, p=None: (jax.tree.map(jnp.zeros_like, g), g))
 
 
-def _grads(model, batch, n_micro, mesh=None, settings=SETTINGS):
+def _grads(model, batch, n_micro, mesh=None, settings=SETTINGS, packed_width=None):
   graphdef, params, rest = update.split_model(model)
   opt = _grad_capture()
   step = update.make_train_step(graphdef, opt, settings)
   mb = _micro(batch, n_micro)
   if mesh is None:
-    _, grads, metrics = step(params, rest, opt.init(params), mb)
+    _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width)
   else:
     mb = {k: jax.device_put(v, parallel.logical_sharding((None, "batch") + (None,) * (v.ndim - 2),
                                                           v.shape, mesh)) for k, v in mb.items()}
     with parallel.use_mesh(mesh):
-      _, grads, metrics = step(params, rest, opt.init(params), mb)
+      _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width)
   return jax.device_get(grads), jax.device_get(metrics)
 
 
@@ -190,24 +190,32 @@ def test_logprob_fn_on_a_rematerialised_model(tiny):
   np.testing.assert_allclose(out[1], out[0], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("group_size,mesh_axes", [
-    (4, None),                                    # one group per micro-batch
-    (2, {"data": 2, "fsdp": 2, "tensor": 2}),     # 2 groups per micro-batch over 4 batch shards
+@pytest.mark.parametrize("group_size,mesh_axes,tight", [
+    (4, None, True),                                  # one group per micro-batch, tightly packed
+    (2, {"data": 2, "fsdp": 2, "tensor": 2}, False),  # 2 groups per micro-batch over 4 batch shards
 ])
-def test_shared_prompt_update_equals_per_row(tiny, group_size, mesh_axes):
-  """Running each group's prompt once (UpdateSettings.group_size) gives the per-row update and the
-  per-row reference log-probs, also when the groups do not divide the mesh's batch shards."""
+def test_shared_prompt_update_equals_per_row(tiny, group_size, mesh_axes, tight):
+  """Running each group's prompt once with its completions packed after it (UpdateSettings.group_size)
+  gives the per-row update and the per-row reference log-probs, also when the groups do not divide
+  the mesh's batch shards."""
   batch = _batch(96, seed=6)
   for k in ("prompt_ids", "prompt_mask"):  # rows in groups of `group_size` share a prompt
     batch[k] = np.repeat(batch[k][::group_size], group_size, axis=0)
+  batch["loss_mask"][1, 1] = False  # a hole inside a completion stays attended
   want = _grads(models.load_pretrained(tiny), batch, 2)  # the update donates the model's params
   shared = dataclasses.replace(SETTINGS, group_size=group_size)
+  width = update.packed_width(batch, group_size) if tight else None
+  if tight:
+    assert width < group_size * L and width == max(
+        sum(np.flatnonzero(batch["loss_mask"][r])[-1] + 1 for r in range(i, i + group_size))
+        for i in range(0, N, group_size))
   mesh = parallel.make_mesh(mesh_axes) if mesh_axes else None
-  _assert_same(_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh, settings=shared),
-               want)
+  _assert_same(_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh, settings=shared,
+                      packed_width=width), want)
   graphdef, params, rest = update.split_model(models.load_pretrained(tiny, mesh=mesh))
-  lps = [np.asarray(update.make_logprob_fn(graphdef, s)(params, rest, _micro(batch, 2)))
-         for s in (SETTINGS, shared)]
+  lps = [np.asarray(update.make_logprob_fn(graphdef, s)(params, rest, _micro(batch, 2),
+                                                        packed_width=w))
+         for s, w in ((SETTINGS, None), (shared, width))]
   real = _micro(batch, 2)["loss_mask"]  # values after a row's last loss token are arbitrary
   np.testing.assert_allclose(np.where(real, lps[1], 0), np.where(real, lps[0], 0), rtol=1e-5,
                              atol=1e-5)
