@@ -126,6 +126,38 @@ def _attend_one(q_bthd, k_bskd, v_bskd, mask_bts):
   return out.reshape(b, 1, h, d).astype(v_bskd.dtype)
 
 
+def attend_one_with_prefix(q_bthd: jax.Array, kp_bskd: jax.Array, vp_bskd: jax.Array,
+                           prefix_mask_bs: jax.Array, k_bskd: jax.Array, v_bskd: jax.Array,
+                           mask_bts: jax.Array) -> jax.Array:
+  """`_attend_one` for rows that continue a shared prefix: each group of G = rows / prefixes
+  consecutive rows reads its prefix's keys and values once, then its own cache.
+
+  Args:
+    q_bthd: [rows, 1, q_heads, head_dim] one query per row.
+    kp_bskd, vp_bskd: [prefixes, Sp, kv_heads, head_dim]; row r continues prefix r // G.
+    prefix_mask_bs: bool[prefixes, Sp], True at real prefix tokens.
+    k_bskd, v_bskd: [rows, S, kv_heads, head_dim] the rows' own cache.
+    mask_bts: bool[rows, 1, S], True where the query may attend to the row's slot s.
+  Returns:
+    [rows, 1, q_heads, head_dim] in the dtype of `v_bskd`.
+  """
+  n, _, h, d = q_bthd.shape
+  p, sp, kv_heads, _ = kp_bskd.shape
+  g, hg = n // p, h // kv_heads
+  q = q_bthd.reshape(p, g, 1, kv_heads, hg, d).astype(jnp.float32)
+  f32 = lambda x: x.astype(jnp.float32)
+  scores_p = jnp.sum(q * f32(kp_bskd)[:, None, :, :, None, :], axis=-1)             # [p, g, sp, k, hg]
+  scores_c = jnp.sum(q * f32(k_bskd).reshape(p, g, -1, kv_heads, 1, d), axis=-1)    # [p, g, s, k, hg]
+  low = jnp.finfo(jnp.float32).min
+  scores_p = jnp.where(prefix_mask_bs[:, None, :, None, None], scores_p * (d ** -0.5), low)
+  scores_c = jnp.where(mask_bts.reshape(p, g, -1)[..., None, None], scores_c * (d ** -0.5), low)
+  probs = jax.nn.softmax(jnp.concatenate([scores_p, scores_c], axis=2), axis=2).astype(v_bskd.dtype)
+  out = (jnp.sum(f32(probs[:, :, :sp, :, :, None]) * f32(vp_bskd)[:, None, :, :, None, :], axis=2)
+         + jnp.sum(f32(probs[:, :, sp:, :, :, None])
+                   * f32(v_bskd).reshape(p, g, -1, kv_heads, 1, d), axis=2))      # [p, g, k, hg, d]
+  return out.reshape(n, 1, h, d).astype(v_bskd.dtype)
+
+
 class Attention(nnx.Module):
   """Multi-head self-attention with RoPE, GQA, optional q/k/v bias (Qwen2) and q/k norm (Qwen3)."""
 
@@ -148,7 +180,7 @@ class Attention(nnx.Module):
 
   def __call__(self, x_btd: jax.Array, positions_bt: jax.Array, inv_freq: np.ndarray,
                mask_bts: jax.Array, kv_cache: tuple[jax.Array, jax.Array] | None = None,
-               cache_index: jax.Array | None = None):
+               cache_index: jax.Array | None = None, prefix=None):
     """Attends from the T tokens in `x_btd` to themselves, or to a KV cache they are written into.
 
     Args:
@@ -159,6 +191,9 @@ class Attention(nnx.Module):
       kv_cache: optional (k, v), each [batch, S, kv_heads, head_dim]. The new keys/values are
         written at slots [cache_index, cache_index + T) and attention reads the whole cache.
       cache_index: int32 scalar, first cache slot of the inputs.
+      prefix: optional (k, v, mask) of prefixes shared by groups of rows, [prefixes, Sp, kv_heads,
+        head_dim] and bool[prefixes, Sp] (one decode step, T = 1, with a cache): the query also
+        attends to its group's prefix (`attend_one_with_prefix`).
 
     Returns:
       (out [batch, T, embed], (k, v) the updated cache or this call's keys/values).
@@ -172,7 +207,12 @@ class Attention(nnx.Module):
       k = write_cache(cache_k, k, start)
       v = write_cache(cache_v, v, start)
 
-    out = attend(q, k.astype(dt), v.astype(dt), mask_bts)
+    if prefix is None:
+      out = attend(q, k.astype(dt), v.astype(dt), mask_bts)
+    else:
+      kp, vp, prefix_mask = prefix
+      out = attend_one_with_prefix(q, kp.astype(dt), vp.astype(dt), prefix_mask, k.astype(dt),
+                                   v.astype(dt), mask_bts)
     out = matmul("bthk,hkd->btd", out, self.o_proj[...])
     return out, (k, v)
 

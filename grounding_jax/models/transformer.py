@@ -59,8 +59,10 @@ class Block(nnx.Module):
     self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, param_dtype=param_dtype)
     self.mlp = MLP(config, key=mlp_key, param_dtype=param_dtype)
 
-  def __call__(self, x_btd, positions_bt, inv_freq, mask_bts, kv_cache=None, cache_index=None):
-    h, kv = self.attn(self.input_norm(x_btd), positions_bt, inv_freq, mask_bts, kv_cache, cache_index)
+  def __call__(self, x_btd, positions_bt, inv_freq, mask_bts, kv_cache=None, cache_index=None,
+               prefix=None):
+    h, kv = self.attn(self.input_norm(x_btd), positions_bt, inv_freq, mask_bts, kv_cache, cache_index,
+                      prefix)
     x_btd = with_logical_constraint(x_btd + h, _ACTIVATION)
     x_btd = with_logical_constraint(x_btd + self.mlp(self.post_attn_norm(x_btd)), _ACTIVATION)
     return x_btd, kv
@@ -205,7 +207,8 @@ class Transformer(nnx.Module):
     return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(c.num_layers)))
 
   def decode(self, input_ids: jax.Array, positions: jax.Array, cache: KVCache,
-             cache_index: jax.Array, kv_mask: jax.Array) -> tuple[jax.Array, KVCache]:
+             cache_index: jax.Array, kv_mask: jax.Array,
+             prefix: tuple[KVCache, jax.Array] | None = None) -> tuple[jax.Array, KVCache]:
     """Runs T new tokens per row against the cache.
 
     Args:
@@ -214,6 +217,10 @@ class Transformer(nnx.Module):
       cache: KVCache with S slots per row.
       cache_index: int32 scalar; the new keys/values go to slots [cache_index, cache_index + T).
       kv_mask: bool[batch, S], True at slots holding real tokens (including the new ones).
+      prefix: optional (KVCache [prefixes, Sp], bool[prefixes, Sp] real-token mask) of prefixes
+        that groups of batch / prefixes consecutive rows continue (a GRPO group's prompt, prefilled
+        once); T must be 1. Each row then attends to its group's prefix, read once per group, and
+        to its own cache, which holds only the tokens after the prefix.
 
     Returns:
       (hidden [batch, T, embed] after the final norm, updated KVCache). Query i (slot
@@ -223,13 +230,15 @@ class Transformer(nnx.Module):
     s = cache.k[0].shape[1]
     query_slot = cache_index + jnp.arange(t)
     mask_bts = (jnp.arange(s)[None, :] <= query_slot[:, None])[None] & kv_mask.astype(bool)[:, None, :]
-    x, new_kv = self._run_layers(input_ids, positions, mask_bts, cache, cache_index)
+    if prefix is not None and t != 1:
+      raise ValueError(f"decode with a shared prefix runs one token per row, got {t}")
+    x, new_kv = self._run_layers(input_ids, positions, mask_bts, cache, cache_index, prefix)
     return x, KVCache(k=tuple(k for k, _ in new_kv), v=tuple(v for _, v in new_kv))
 
   # --------------------------------------------------------------------------------------------
 
   def _run_layers(self, input_ids, positions, mask_bts, cache: KVCache | None = None,
-                  cache_index=None):
+                  cache_index=None, prefix=None):
     """Embeds, runs every block (against `cache` if given), applies the final norm.
 
     Returns (hidden [B, T, D], per-layer updated (k, v) — empty without a cache).
@@ -239,7 +248,9 @@ class Transformer(nnx.Module):
     new_kv = []
     for i, block in enumerate(self.layers):
       if cache is not None:
-        x, kv = block(x, positions, inv_freq, mask_bts, (cache.k[i], cache.v[i]), cache_index)
+        layer_prefix = None if prefix is None else (prefix[0].k[i], prefix[0].v[i], prefix[1])
+        x, kv = block(x, positions, inv_freq, mask_bts, (cache.k[i], cache.v[i]), cache_index,
+                      layer_prefix)
         new_kv.append(kv)
       else:
         x = self._layer(block, lambda b, x_: b(x_, positions, inv_freq, mask_bts)[0])(x)

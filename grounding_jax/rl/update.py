@@ -101,7 +101,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     (s, (d, m)), g = grad_fn(params, rest, mb, packed_width)
     return jax.tree.map(jnp.add, grad_sum, g), (s, d, m)
 
-  @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+  @functools.partial(jax.jit, donate_argnums=(0, 1))  # the summed gradients have no output to reuse
   def apply(params, opt_state, grad_sum, stats):
     s, d, m = jax.tree.map(lambda *x: jnp.stack(x), *stats)
     denom = jnp.maximum(jnp.sum(d), 1e-8)

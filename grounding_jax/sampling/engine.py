@@ -1,11 +1,14 @@
 """The two jitted programs of generation: prefill a prompt batch, then decode in a `lax.while_loop`.
 
-  prefill(prompts [P, Lp])                 -> prompt KV cache [P, Lp], last-position logits [P, V]
-  decode(donated KV cache [P*G, Lp + Ln])  -> ids, log-probs [P*G, Ln], lengths, stop flags, cache
+  prefill(prompts [P, Lp])               -> prompt KV cache [P, Lp], last-position logits [P, V]
+  decode(prompt KV cache [P, Lp],
+         donated KV cache [P*G, Ln])      -> ids, log-probs [P*G, Ln], lengths, stop flags, cache
 
-The group of G = num_samples samples per prompt shares one prefill: `decode` copies each prompt's
-keys/values into G consecutive rows of the preallocated cache (prompt-major rows: row = p * G + g) and
-repeats its last logits, so the prompt is run once, not G times.
+The group of G = num_samples samples per prompt shares one prefill and one copy of its keys and
+values: rows are prompt-major (row = p * G + g), each row's cache holds only its generated tokens,
+and every decode step attends to the group's prompt cache, read once per group
+(Transformer.decode's `prefix`), then to the row's own slots. The prompt is run once, not G times,
+and a step reads P·Lp + N·Ln cache slots instead of N·(Lp + Ln).
 
 The decode cache is allocated once per shape and DONATED to `decode`, which returns it; `KVCachePool`
 keeps it for the next call of the same shape, so steady-state generation allocates no cache memory.
@@ -94,7 +97,8 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
   """Samples up to `max_new_tokens` tokens per row, leaving the loop once every row is done.
 
   Args:
-    cache: KVCache [N, Lp + Ln] (donated; N = P * G, Ln = the bucketed generation length).
+    cache: KVCache [N, Ln] (donated; N = P * G, Ln = the bucketed generation length); contents
+      are overwritten before they are read.
     prompt_cache: KVCache [P, Lp] from `prefill`; prompt_logits: float32[P, V]; prompt_mask: bool[P, Lp].
     active: bool[N], False for batch-padding rows (they finish at once and emit padding).
     key: a PRNG key; row r draws its step-t uniform from fold_in(fold_in(key, r), t), so a row's draws
@@ -111,19 +115,10 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
   _TRACES["decode"] += 1
   model = _merge_for_inference(graphdef, state)
   g = config.num_samples
-  n, s = cache.k[0].shape[_BATCH_AXIS], cache.k[0].shape[_LENGTH_AXIS]
-  lp = prompt_mask.shape[1]
-  ln = s - lp
-
-  # Share each prompt's prefill across its group: copy into G rows of the donated cache.
-  cache = jax.tree.map(
-      lambda big, small: jax.lax.dynamic_update_slice(
-          big, jnp.repeat(small, g, axis=_BATCH_AXIS).astype(big.dtype), (0,) * big.ndim),
-      cache, prompt_cache)
-  cache = _constrain_cache(cache)
-  mask_n = jnp.repeat(prompt_mask, g, axis=0)
-  kv_mask = jnp.concatenate([mask_n, jnp.ones((n, ln), bool)], axis=1)
-  prompt_len = jnp.sum(mask_n, axis=-1).astype(jnp.int32)
+  n, ln = cache.k[0].shape[_BATCH_AXIS], cache.k[0].shape[_LENGTH_AXIS]
+  prefix = (prompt_cache, prompt_mask.astype(bool))  # read by every step, never copied per row
+  kv_mask = jnp.ones((n, ln), bool)  # slot j holds token j; the causal slot rule masks the future
+  prompt_len = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g).astype(jnp.int32)
   row_keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(n))
 
   def select(logits, t):
@@ -155,14 +150,15 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
     return (t < max_new_tokens) & ~jnp.all(carry[0])
 
   def body(loop):
-    # Select token t from the carried logits, then run it (cache slot lp + t, position
-    # prompt_len + t) to get the logits of token t + 1. One body holds the only copy of the model
+    # Select token t from the carried logits, then run it (cache slot t, position prompt_len + t)
+    # to get the logits of token t + 1. One body holds the only copy of the model
     # and of the selection code, which halves compile time; the price is one unused forward pass
     # after the last token.
     t, cache, logits, carry = loop
     tokens, logprobs = select(logits, t)
     carry = record(carry, t, tokens, logprobs)
-    hidden, cache = model.decode(tokens[:, None], (prompt_len + t)[:, None], cache, lp + t, kv_mask)
+    hidden, cache = model.decode(tokens[:, None], (prompt_len + t)[:, None], cache, t, kv_mask,
+                                 prefix)
     return t + 1, _constrain_cache(cache), model.logits(hidden[:, 0]), carry
 
   logits = jnp.repeat(prompt_logits, g, axis=0)
