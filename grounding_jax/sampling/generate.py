@@ -251,7 +251,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     prompt_cache, prompt_logits = engine.prefill(graphdef, state, ids_d, mask_d)
     jax.block_until_ready(prompt_logits)
     prefill_seconds = time.perf_counter() - start
-    cache = engine.POOL.take(model, n * spanned_processes(mesh), ln, mesh)
+    cache = engine.POOL.take(model, n * spanned_processes(mesh), ln if g > 1 else lp + ln, mesh)
     start = time.perf_counter()
     tokens, logprobs, lengths, stopped, steps, cache = engine.decode(
         graphdef, config, state, cache, prompt_cache, prompt_logits, mask_d, active_d, _as_key(seed),
