@@ -27,7 +27,6 @@ from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import lear_rollout
-from grounding_jax.rl import losses
 from grounding_jax.rl import reward_pool
 from grounding_jax.rl import rollout as rollout_lib
 from grounding_jax.rl import update as update_lib
@@ -63,24 +62,6 @@ def _mesh_from_config(axes: ml_collections.ConfigDict):
       return None
     return parallel.make_mesh(axes, devices=jax.devices()[:size])
   return parallel.make_mesh(axes) if jax.device_count() > 1 else None
-
-
-def update_settings(c: ml_collections.ConfigDict) -> update_lib.UpdateSettings:
-  """The jitted update's static settings from a trainer config (loss, temperature, log-prob kernel,
-  on-policy shortcut, and prompt sharing when micro-batches hold whole groups)."""
-  loss_cfg = losses.PolicyLossConfig(
-      clip_eps_low=c.loss.clip_eps_low, clip_eps_high=c.loss.clip_eps_high,
-      dual_clip=c.loss.dual_clip, kl_coef=c.loss.kl_coef, kl_estimator=c.loss.kl_estimator,
-      kl_clamp=c.loss.kl_clamp, entropy_coef=c.loss.entropy_coef, aggregation=c.loss.aggregation,
-      max_completion_length=c.rollout.max_new_tokens)
-  u = c.update_loop
-  on_policy = u.num_iterations == 1 and u.num_minibatches == 1
-  g = c.rollout.group_size
-  shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
-  return update_lib.UpdateSettings(loss=loss_cfg, temperature=float(c.rollout.temperature),
-                                    chunk_size=c.loss.logprob_chunk_size,
-                                    remat=c.loss.logprob_remat, on_policy=on_policy,
-                                    group_size=g if shared else 1)
 
 
 class Trainer:
@@ -217,7 +198,7 @@ class Trainer:
           stage_idx, stage_step, position, restored = stage_idx + 1, 0, 0, None
           continue
         optimizer, opt_key = self._optimizer(st)
-        settings = update_settings(self.config)
+        settings = update_lib.settings_from_config(self.config)
         if restored is not None:  # mid-stage resume: the stage's optimizer state and reference
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
           restored = None

@@ -52,6 +52,23 @@ class UpdateSettings:
   group_size: int = 1
 
 
+def settings_from_config(c) -> UpdateSettings:
+  """The update's static settings from a trainer config (rl/config.py): loss, temperature,
+  log-prob kernel, the on-policy shortcut, and prompt sharing when micro-batches hold whole groups."""
+  loss_cfg = losses.PolicyLossConfig(
+      clip_eps_low=c.loss.clip_eps_low, clip_eps_high=c.loss.clip_eps_high,
+      dual_clip=c.loss.dual_clip, kl_coef=c.loss.kl_coef, kl_estimator=c.loss.kl_estimator,
+      kl_clamp=c.loss.kl_clamp, entropy_coef=c.loss.entropy_coef, aggregation=c.loss.aggregation,
+      max_completion_length=c.rollout.max_new_tokens)
+  u = c.update_loop
+  on_policy = u.num_iterations == 1 and u.num_minibatches == 1
+  g = c.rollout.group_size
+  shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
+  return UpdateSettings(loss=loss_cfg, temperature=float(c.rollout.temperature),
+                        chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,
+                        on_policy=on_policy, group_size=g if shared else 1)
+
+
 def _reduce_micro_metrics(m: dict) -> dict:
   """[num_micro]-stacked metric (sum, count) pairs -> means."""
   out = {}

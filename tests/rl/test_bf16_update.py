@@ -11,6 +11,7 @@ import numpy as np
 
 import toy_task
 from grounding_jax.rl import trainer as trainer_lib
+from grounding_jax.rl import update as update_lib
 
 _LR = 1e-2
 _EPS = 1.0  # Adam epsilon far above |g| (after clipping to norm 1): see test docstring
@@ -46,7 +47,7 @@ def _batch(rows=16, group=4, prompt_len=6, completion_len=8, vocab=96):
 def _update(tr, batch):
   """(params before, params after, optimizer state after, metrics) of one jitted update."""
   optimizer, key = tr._optimizer(tr.config.stages[0])
-  settings = trainer_lib.update_settings(tr.config)
+  settings = update_lib.settings_from_config(tr.config)
   train_step, _ = tr._programs(optimizer, key, settings)
   before = jax.tree.map(lambda x: np.asarray(x), tr.params)
   params = jax.tree.map(jnp.copy, tr.params)  # train_step donates its inputs

@@ -10,6 +10,7 @@ import toy_task
 from grounding_jax.rl import config as config_lib
 from grounding_jax.rl import rollout
 from grounding_jax.rl import trainer
+from grounding_jax.rl import update
 
 
 def test_mean_reward_rises_on_toy_task(tiny_checkpoint, tmp_path):
@@ -107,7 +108,7 @@ def test_prompts_are_shared_when_micro_batches_hold_whole_groups(tmp_path):
   def group_size(**update_loop):
     c = toy_task.toy_config(tmp_path)
     c.update_loop.update(update_loop)
-    return trainer.update_settings(c).group_size
+    return update.settings_from_config(c).group_size
 
   assert group_size() == 4
   assert group_size(micro_batch_size=2) == 1          # a group would span micro-batches
