@@ -81,8 +81,30 @@ def write_cache(cache: jax.Array, new: jax.Array, start: tuple) -> jax.Array:
                                       cache.dtype)
 
 
+def _gqa(q_bthd: jax.Array, k: jax.Array, v: jax.Array, mask_bts: jax.Array, kv: str) -> jax.Array:
+  """Grouped-query attention with keys/values laid out as `kv` ("bskd" or "bksd"); see `attend`."""
+  b, t, h, d = q_bthd.shape
+  kv_heads = k.shape[kv.index("k")]
+  q = q_bthd.reshape(b, t, kv_heads, h // kv_heads, d)
+  scores = jnp.einsum(f"btkgd,{kv}->bkgts", q, k, preferred_element_type=jnp.float32)
+  probs = _masked_softmax(scores * (d ** -0.5), mask_bts[:, None, None, :, :]).astype(v.dtype)
+  # Batch dims first in the output, then one small transpose: asking the dot for "btkgd" directly
+  # made XLA:CPU's decode attention ~3x slower (the size-1 T axis between batch dims).
+  out = matmul(f"bkgts,{kv}->bkgtd", probs, v)
+  return out.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
+
+
+def _masked_softmax(scores: jax.Array, mask: jax.Array) -> jax.Array:
+  """softmax over the last axis of float32 scores where `mask` (broadcast) is True.
+
+  A large finite negative (not -inf) fills masked entries, so fully masked rows (left-pad queries)
+  stay finite.
+  """
+  return jax.nn.softmax(jnp.where(mask, scores, jnp.finfo(jnp.float32).min), axis=-1)
+
+
 def attend(q_bthd: jax.Array, k_bskd: jax.Array, v_bskd: jax.Array, mask_bts: jax.Array) -> jax.Array:
-  """Scaled dot-product attention with grouped-query heads.
+  """Scaled dot-product attention with grouped-query heads, keys and values sequence-major.
 
   Args:
     q_bthd: [batch, T, q_heads, head_dim] queries.
@@ -93,69 +115,75 @@ def attend(q_bthd: jax.Array, k_bskd: jax.Array, v_bskd: jax.Array, mask_bts: ja
   Returns:
     [batch, T, q_heads, head_dim] in the dtype of `v_bskd`.
   """
-  b, t, h, d = q_bthd.shape
-  kv_heads = k_bskd.shape[2]
-  if t == 1:
-    return _attend_one(q_bthd, k_bskd, v_bskd, mask_bts)
-  q = q_bthd.reshape(b, t, kv_heads, h // kv_heads, d)
-  scores = jnp.einsum("btkgd,bskd->bkgts", q, k_bskd, preferred_element_type=jnp.float32)
-  scores = scores * (d ** -0.5)
-  # A large finite negative (not -inf) so fully masked rows (left-pad queries) stay finite.
-  scores = jnp.where(mask_bts[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
-  probs = jax.nn.softmax(scores, axis=-1).astype(v_bskd.dtype)
-  out = matmul("bkgts,bskd->btkgd", probs, v_bskd)
-  return out.reshape(b, t, h, d)
+  return _gqa(q_bthd, k_bskd, v_bskd, mask_bts, "bskd")
 
 
-def _attend_one(q_bthd, k_bskd, v_bskd, mask_bts):
-  """`attend` for one query per row (a decode step), as multiply-and-reduce instead of dots.
+def attend_cached(q_bthd: jax.Array, k_bksd: jax.Array, v_bksd: jax.Array,
+                  mask_bts: jax.Array) -> jax.Array:
+  """`attend` over a KV cache, whose keys and values are head-major [batch, kv_heads, S, head_dim].
 
-  XLA:CPU lowers the batched dots of `attend` by first transposing the keys to [b, k, d, s] and the
-  values to [b, k, s, d] — a copy of the whole cache per layer per step. Broadcast-multiply and
-  reduce fuse into one pass over the cache in its stored layout (SmolLM2's 30 layers at 32 rows x 192
-  slots on a 2-core CPU: 132 -> 36 ms); with one query the dot has no reuse to lose.
+  In this layout every (row, kv head) pair is one contiguous [S, head_dim] matrix, so both
+  attention dots read the cache as stored. With the sequence-major layout of `attend`, XLA:CPU
+  copies (transposes) each layer's whole cache on every decode step first: SmolLM2's 30 layers at
+  32 rows x 184 slots took 25 ms per decode step head-major, against 56 ms for the best
+  sequence-major form (a broadcast multiply-and-reduce) and 143 ms for the sequence-major dots
+  (2-core CPU, /work/scratch/prof3.py in the session that chose it).
+
+  Args:
+    q_bthd: [batch, T, q_heads, head_dim] queries (T = 1 per decode step, the prompt at prefill).
+    k_bksd, v_bksd: [batch, kv_heads, S, head_dim] the cache.
+    mask_bts: bool[batch, T, S].
+  Returns:
+    [batch, T, q_heads, head_dim] in the dtype of `v_bksd`.
   """
-  b, _, h, d = q_bthd.shape
-  kv_heads = k_bskd.shape[2]
-  q = q_bthd.reshape(b, 1, kv_heads, h // kv_heads, d).astype(jnp.float32)
-  scores = jnp.sum(q * k_bskd[:, :, :, None, :].astype(jnp.float32), axis=-1)   # [b, s, k, g]
-  scores = scores * (d ** -0.5)
-  scores = jnp.where(mask_bts[:, 0, :, None, None], scores, jnp.finfo(jnp.float32).min)
-  probs = jax.nn.softmax(scores, axis=1).astype(v_bskd.dtype)
-  out = jnp.sum(probs[..., None] * v_bskd[:, :, :, None, :], axis=1)             # [b, k, g, d]
-  return out.reshape(b, 1, h, d).astype(v_bskd.dtype)
+  return _gqa(q_bthd, k_bksd, v_bksd, mask_bts, "bksd")
 
 
-def attend_one_with_prefix(q_bthd: jax.Array, kp_bskd: jax.Array, vp_bskd: jax.Array,
-                           prefix_mask_bs: jax.Array, k_bskd: jax.Array, v_bskd: jax.Array,
-                           mask_bts: jax.Array) -> jax.Array:
-  """`_attend_one` for rows that continue a shared prefix: each group of G = rows / prefixes
-  consecutive rows reads its prefix's keys and values once, then its own cache.
+def attend_cached_with_prefix(q_bthd: jax.Array, kp_bksd: jax.Array, vp_bksd: jax.Array,
+                              prefix_mask_bs: jax.Array, k_bksd: jax.Array, v_bksd: jax.Array,
+                              mask_bts: jax.Array) -> jax.Array:
+  """`attend_cached` for one query per row, rows continuing shared prefixes: each group of
+  G = rows / prefixes consecutive rows reads its prefix's keys and values once, then its own cache.
 
   Args:
     q_bthd: [rows, 1, q_heads, head_dim] one query per row.
-    kp_bskd, vp_bskd: [prefixes, Sp, kv_heads, head_dim]; row r continues prefix r // G.
+    kp_bksd, vp_bksd: [prefixes, kv_heads, Sp, head_dim]; row r continues prefix r // G.
     prefix_mask_bs: bool[prefixes, Sp], True at real prefix tokens.
-    k_bskd, v_bskd: [rows, S, kv_heads, head_dim] the rows' own cache.
+    k_bksd, v_bksd: [rows, kv_heads, S, head_dim] the rows' own cache.
     mask_bts: bool[rows, 1, S], True where the query may attend to the row's slot s.
   Returns:
-    [rows, 1, q_heads, head_dim] in the dtype of `v_bskd`.
+    [rows, 1, q_heads, head_dim] in the dtype of `v_bksd`.
   """
   n, _, h, d = q_bthd.shape
-  p, sp, kv_heads, _ = kp_bskd.shape
+  p, kv_heads, sp, _ = kp_bksd.shape
   g, hg = n // p, h // kv_heads
-  q = q_bthd.reshape(p, g, 1, kv_heads, hg, d).astype(jnp.float32)
-  f32 = lambda x: x.astype(jnp.float32)
-  scores_p = jnp.sum(q * f32(kp_bskd)[:, None, :, :, None, :], axis=-1)             # [p, g, sp, k, hg]
-  scores_c = jnp.sum(q * f32(k_bskd).reshape(p, g, -1, kv_heads, 1, d), axis=-1)    # [p, g, s, k, hg]
   low = jnp.finfo(jnp.float32).min
-  scores_p = jnp.where(prefix_mask_bs[:, None, :, None, None], scores_p * (d ** -0.5), low)
-  scores_c = jnp.where(mask_bts.reshape(p, g, -1)[..., None, None], scores_c * (d ** -0.5), low)
-  probs = jax.nn.softmax(jnp.concatenate([scores_p, scores_c], axis=2), axis=2).astype(v_bskd.dtype)
-  out = (jnp.sum(f32(probs[:, :, :sp, :, :, None]) * f32(vp_bskd)[:, None, :, :, None, :], axis=2)
-         + jnp.sum(f32(probs[:, :, sp:, :, :, None])
-                   * f32(v_bskd).reshape(p, g, -1, kv_heads, 1, d), axis=2))      # [p, g, k, hg, d]
-  return out.reshape(n, 1, h, d).astype(v_bskd.dtype)
+
+  def by_prefix(x):  # [n, kv_heads, hg, ...] -> [p, kv_heads, g * hg, ...]
+    x = x.reshape(p, g, kv_heads, hg, *x.shape[3:]).swapaxes(1, 2)
+    return x.reshape(p, kv_heads, g * hg, *x.shape[4:])
+
+  def by_row(x):  # the inverse of by_prefix
+    x = x.reshape(p, kv_heads, g, hg, *x.shape[3:]).swapaxes(1, 2)
+    return x.reshape(n, kv_heads, hg, *x.shape[4:])
+
+  # The two key sets are scored apart and share one softmax through its max and normaliser, so
+  # each dot reads its keys as stored: one [G * hg, Sp] product per (prefix, kv head), which reads
+  # the prefix once per group, and one [hg, S] product per (row, kv head).
+  q = q_bthd.reshape(n, kv_heads, hg, d)
+  s_p = jnp.einsum("pkmd,pksd->pkms", by_prefix(q), kp_bksd, preferred_element_type=jnp.float32)
+  s_p = jnp.where(prefix_mask_bs[:, None, None, :], s_p * (d ** -0.5), low)
+  s_c = jnp.einsum("nkhd,nksd->nkhs", q, k_bksd, preferred_element_type=jnp.float32)
+  s_c = jnp.where(mask_bts[:, 0, None, None, :], s_c * (d ** -0.5), low)
+  top = jnp.maximum(by_row(jnp.max(s_p, axis=-1)), jnp.max(s_c, axis=-1))   # [n, kv_heads, hg]
+  e_p = jnp.exp(s_p - by_prefix(top)[..., None])
+  e_c = jnp.exp(s_c - top[..., None])
+  total = by_row(jnp.sum(e_p, axis=-1)) + jnp.sum(e_c, axis=-1)
+  out = (by_row(jnp.einsum("pkms,pksd->pkmd", e_p.astype(vp_bksd.dtype), vp_bksd,
+                           preferred_element_type=jnp.float32))
+         + jnp.einsum("nkhs,nksd->nkhd", e_c.astype(v_bksd.dtype), v_bksd,
+                      preferred_element_type=jnp.float32))
+  return (out / total[..., None]).reshape(n, 1, h, d).astype(v_bksd.dtype)
 
 
 class Attention(nnx.Module):
@@ -188,31 +216,33 @@ class Attention(nnx.Module):
       positions_bt: int[batch, T] RoPE positions of the inputs.
       inv_freq: float32[head_dim / 2] RoPE frequencies.
       mask_bts: bool[batch, T, S]; S = T without a cache, S = cache length with one.
-      kv_cache: optional (k, v), each [batch, S, kv_heads, head_dim]. The new keys/values are
-        written at slots [cache_index, cache_index + T) and attention reads the whole cache.
+      kv_cache: optional (k, v), each HEAD-MAJOR [batch, kv_heads, S, head_dim] (KVCache). The
+        new keys/values are written at slots [cache_index, cache_index + T) and attention reads
+        the whole cache (`attend_cached`).
       cache_index: int32 scalar, first cache slot of the inputs.
-      prefix: optional (k, v, mask) of prefixes shared by groups of rows, [prefixes, Sp, kv_heads,
+      prefix: optional (k, v, mask) of prefixes shared by groups of rows, [prefixes, kv_heads, Sp,
         head_dim] and bool[prefixes, Sp] (one decode step, T = 1, with a cache): the query also
-        attends to its group's prefix (`attend_one_with_prefix`).
+        attends to its group's prefix (`attend_cached_with_prefix`).
 
     Returns:
-      (out [batch, T, embed], (k, v) the updated cache or this call's keys/values).
+      (out [batch, T, embed], (k, v) the updated cache, or this call's keys/values [batch, T,
+      kv_heads, head_dim] without one).
     """
     dt = x_btd.dtype
     q, k, v = self._qkv(x_btd, positions_bt, inv_freq)
 
-    if kv_cache is not None:
-      cache_k, cache_v = kv_cache
-      start = (0, cache_index, 0, 0)
-      k = write_cache(cache_k, k, start)
-      v = write_cache(cache_v, v, start)
-
-    if prefix is None:
-      out = attend(q, k.astype(dt), v.astype(dt), mask_bts)
+    if kv_cache is None:
+      out = attend(q, k, v, mask_bts)
     else:
-      kp, vp, prefix_mask = prefix
-      out = attend_one_with_prefix(q, kp.astype(dt), vp.astype(dt), prefix_mask, k.astype(dt),
-                                   v.astype(dt), mask_bts)
+      start = (0, 0, cache_index, 0)
+      k = write_cache(kv_cache[0], k.transpose(0, 2, 1, 3), start)
+      v = write_cache(kv_cache[1], v.transpose(0, 2, 1, 3), start)
+      if prefix is None:
+        out = attend_cached(q, k.astype(dt), v.astype(dt), mask_bts)
+      else:
+        kp, vp, prefix_mask = prefix
+        out = attend_cached_with_prefix(q, kp.astype(dt), vp.astype(dt), prefix_mask, k.astype(dt),
+                                        v.astype(dt), mask_bts)
     out = matmul("bthk,hkd->btd", out, self.o_proj[...])
     return out, (k, v)
 

@@ -42,11 +42,15 @@ _REMAT_POLICIES = {
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class KVCache:
-  """Keys and values of every layer: `k[layer]`, `v[layer]` are [batch, max_length, kv_heads, head_dim]."""
+  """Keys and values of every layer: `k[layer]`, `v[layer]` are [batch, kv_heads, max_length, head_dim].
+
+  Head-major, so each (row, kv head) is one contiguous [max_length, head_dim] matrix that a decode
+  step's attention dots read in place (layers.attend_cached).
+  """
   k: tuple[jax.Array, ...]
   v: tuple[jax.Array, ...]
 
-  LOGICAL_AXES: ClassVar[tuple[str, ...]] = ("batch", "length", "kv_heads", "head_dim")
+  LOGICAL_AXES: ClassVar[tuple[str, ...]] = ("batch", "kv_heads", "length", "head_dim")
 
 
 class Block(nnx.Module):
@@ -201,7 +205,7 @@ class Transformer(nnx.Module):
   def init_cache(self, batch_size: int, max_length: int, dtype=None) -> KVCache:
     """An all-zero KVCache of `max_length` slots per row (dtype default: compute_dtype)."""
     c = self.config
-    shape = (batch_size, max_length, c.num_kv_heads, c.head_dim)
+    shape = (batch_size, c.num_kv_heads, max_length, c.head_dim)
     dtype = dtype or self.compute_dtype
     zeros = tuple(jnp.zeros(shape, dtype) for _ in range(c.num_layers))
     return KVCache(k=zeros, v=tuple(jnp.zeros(shape, dtype) for _ in range(c.num_layers)))
@@ -227,7 +231,7 @@ class Transformer(nnx.Module):
       cache_index + i) attends to slot j iff j <= cache_index + i and kv_mask[b, j].
     """
     t = input_ids.shape[1]
-    s = cache.k[0].shape[1]
+    s = cache.k[0].shape[KVCache.LOGICAL_AXES.index("length")]
     query_slot = cache_index + jnp.arange(t)
     mask_bts = (jnp.arange(s)[None, :] <= query_slot[:, None])[None] & kv_mask.astype(bool)[:, None, :]
     if prefix is not None and t != 1:

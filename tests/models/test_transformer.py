@@ -86,7 +86,7 @@ def test_decode_with_cache_matches_full_forward(tiny_checkpoint):
     step_logits, cache = decode(state, steps[:, i:i + 1], positions[:, -1:] + 1 + i, cache,
                                 jnp.int32(6 + i), kv_mask)
     got.append(step_logits)
-  assert isinstance(cache, KVCache) and cache.k[0].shape == (2, max_len, 2, 16)
+  assert isinstance(cache, KVCache) and cache.k[0].shape == (2, 2, max_len, 16)
   got = np.concatenate([np.asarray(g) for g in got], axis=1)  # logits for tokens 0..9
   n = got.shape[1]
   np.testing.assert_allclose(got[full_mask[:, :n]], expected[:, :n][full_mask[:, :n]], atol=1e-5)
