@@ -10,8 +10,11 @@ prompt), G = 4, 128 new tokens, temperature 1.0, the same reward ("naive": forma
 token-mean loss, lr 1e-6, one optimizer update over 32 completions in micro-batches of 4, with
 activation rematerialisation (gradient checkpointing) on both sides; --dtype=bfloat16 switches both
 to bf16 compute over float32 master weights (ours: model.compute_dtype; TRL: bf16=True). Each trainer
-runs 2 steps; the second (compiled / warmed-up) step is timed. Rewards are scored in-process on both
-sides. Prints time per phase for ours, the TRL step time, and the ratio TRL / ours.
+runs --steps steps (default 3); the steps after the first (which compiles / warms up) are timed and
+their median is compared. Rewards are scored in-process on both sides. A step's cost depends on the
+completions it sampled (same model, same temperature, different draws), so both sides' mean
+completion lengths are printed next to the times. Prints time per phase for ours, TRL's step times,
+the ratio TRL / ours of the medians, and the ratio per completion token.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ _PROMPTS = flags.DEFINE_integer("prompts", 8, "Prompts per step.")
 _GROUP = flags.DEFINE_integer("group_size", 4, "Completions per prompt.")
 _NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Generation limit.")
 _MICRO = flags.DEFINE_integer("micro_batch_size", 4, "Completions per gradient-accumulation step.")
+_STEPS = flags.DEFINE_integer("steps", 3, "GRPO steps per trainer; all but the first are timed.")
 _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the backward pass "
                            "(gradient checkpointing), on both sides.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
@@ -67,7 +71,7 @@ def run_ours(model_dir, tok, examples, texts):
   c.update_loop.micro_batch_size = _MICRO.value
   c.optimizer.learning_rate = 1e-6
   c.loss.logprob_chunk_size = 8192
-  c.stages = [config_lib.stage("bench", num_steps=2)]
+  c.stages = [config_lib.stage("bench", num_steps=_STEPS.value)]
   c.stages[0].data.shuffle = False
   c.checkpoint.every_steps = 10**9
   c.checkpoint.resume = False
@@ -102,11 +106,11 @@ def run_trl(model_dir, tok, examples, texts):
       gradient_accumulation_steps=n // _MICRO.value, num_generations=_GROUP.value,
       gradient_checkpointing=_REMAT.value,
       max_completion_length=_NEW_TOKENS.value, temperature=1.0, learning_rate=1e-6, beta=0.0,
-      num_iterations=1, loss_type="dapo", max_steps=2, logging_steps=1, report_to="none",
+      num_iterations=1, loss_type="dapo", max_steps=_STEPS.value, logging_steps=1, report_to="none",
       save_strategy="no", use_cpu=True, bf16=_DTYPE.value == "bfloat16", seed=0,
       shuffle_dataset=False,
       dataloader_num_workers=0)
-  times = []
+  times, lengths = [], []
 
   class Timer(transformers.TrainerCallback):
     def on_step_begin(self, *a, **k):
@@ -115,36 +119,51 @@ def run_trl(model_dir, tok, examples, texts):
     def on_step_end(self, *a, **k):
       times.append(time.perf_counter() - self.t)
 
+    def on_log(self, args, state, control, logs=None, **k):
+      if logs and "completions/mean_length" in logs:
+        lengths.append(float(logs["completions/mean_length"]))
+
   model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
   trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=args,
                             train_dataset=datasets.Dataset.from_list([{"prompt": t} for t in texts]),
                             processing_class=tok, callbacks=[Timer()])
   trainer.train()
-  return times
+  return times, lengths
 
 
 def main(argv):
   del argv
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
+  if _STEPS.value < 2:
+    raise app.UsageError("--steps must be >= 2 (the first step compiles and is not timed)")
   print(f"dtype={_DTYPE.value} micro_batch_size={_MICRO.value} remat={_REMAT.value} "
-        f"(ours: remat_policy={_REMAT_POLICY.value})")
+        f"steps={_STEPS.value} (ours: remat_policy={_REMAT_POLICY.value})")
   setup = _setup()
   hist = run_ours(*setup)
-  h = hist[-1]
-  ours = h["time/step"]
-  print(f"grounding_jax step 2: total {ours:.2f}s = sample {h['time/sample']:.2f}s + reward "
-        f"{h['time/reward']:.3f}s + reference {h['time/reference']:.3f}s + update {h['time/update']:.2f}s"
-        f" (+ host glue); step 1 (compiles): {hist[0]['time/step']:.1f}s; "
-        f"{h['throughput/completion_tokens_per_s']:.0f} completion tokens/s")
+  for i, h in enumerate(hist[1:], start=2):
+    print(f"grounding_jax step {i}: total {h['time/step']:.2f}s = sample {h['time/sample']:.2f}s + "
+          f"reward {h['time/reward']:.3f}s + reference {h['time/reference']:.3f}s + update "
+          f"{h['time/update']:.2f}s (+ host glue); mean completion "
+          f"{h['completion_length/mean']:.1f} tokens")
+  ours = float(np.median([h["time/step"] for h in hist[1:]]))
+  ours_len = float(np.mean([h["completion_length/mean"] for h in hist[1:]]))
+  print(f"grounding_jax: median step {ours:.2f}s over steps 2..{len(hist)}; step 1 (compiles): "
+        f"{hist[0]['time/step']:.1f}s")
   if not _TRL.value:
     return
   try:
-    times = run_trl(*setup)
+    times, lengths = run_trl(*setup)
   except Exception as e:  # pylint: disable=broad-except
     print(f"TRL could not run: {type(e).__name__}: {e}")
     return
-  print(f"TRL GRPOTrainer step 2: {times[-1]:.2f}s (step 1: {times[0]:.2f}s)")
-  print(f"ratio TRL / grounding_jax = {times[-1] / ours:.2f}x")
+  for i, (t, n) in enumerate(zip(times, lengths), start=1):
+    print(f"TRL GRPOTrainer step {i}: {t:.2f}s; mean completion {n:.1f} tokens")
+  trl = float(np.median(times[1:]))
+  trl_len = float(np.mean(lengths[1:])) if len(lengths) >= len(times) else float("nan")
+  print(f"TRL GRPOTrainer: median step {trl:.2f}s over steps 2..{len(times)}")
+  print(f"ratio TRL / grounding_jax = {trl / ours:.2f}x (median steps; target >= 1.5x)")
+  print(f"ratio per completion token = {trl / trl_len / (ours / ours_len):.2f}x (mean completion "
+        f"{trl_len:.1f} TRL vs {ours_len:.1f} ours)")
 
 
 if __name__ == "__main__":
