@@ -78,3 +78,29 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
   """The rows written by MetricsWriter, in order."""
   with open(path, encoding="utf-8") as f:
     return [json.loads(line) for line in f if line.strip()]
+
+
+# JAX's compile-phase events (jax/_src/dispatch.py): tracing to a jaxpr, lowering to MLIR, and XLA's
+# backend compilation. Their durations summed say how much of a step went to building programs.
+_COMPILE_EVENTS = frozenset({"/jax/core/compile/jaxpr_trace_duration",
+                             "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                             "/jax/core/compile/backend_compile_duration"})
+_compile_seconds = 0.0
+_listening = False
+
+
+def _on_event_duration(event: str, duration: float, **kwargs) -> None:
+  del kwargs
+  global _compile_seconds
+  if event in _COMPILE_EVENTS:
+    _compile_seconds += duration
+
+
+def compile_seconds() -> float:
+  """Seconds this process has spent tracing, lowering and compiling JAX programs since the first
+  call (the listener is registered then): the difference across a step is the step's compile time."""
+  global _listening
+  if not _listening:
+    jax.monitoring.register_event_duration_secs_listener(_on_event_duration)
+    _listening = True
+  return _compile_seconds

@@ -290,7 +290,7 @@ class Trainer:
     g = c.rollout.group_size
     want = c.rollout.prompts_per_step // jax.process_count()
     model = self._merged()
-    t_start = time.perf_counter()
+    t_start, compiled_before = time.perf_counter(), metrics_writer.compile_seconds()
     rounds, values, usable, failed = [], [], [], []
     t_sample = t_reward = 0.0
     max_rounds = 1 + (c.dapo.max_sampling_rounds if c.dapo.dynamic_sampling else 0)
@@ -380,6 +380,8 @@ class Trainer:
                                       .reshape(1, 2)).sum(axis=0)
     metrics.update({"time/sample": t_sample, "time/reward": t_reward, "time/reference": t_ref,
                     "time/update": t_update, "time/step": total_time,
+                    # Inside the phases above: tracing and compiling programs for new shapes.
+                    "time/compile": metrics_writer.compile_seconds() - compiled_before,
                     "throughput/completion_tokens_per_s": tokens / max(total_time, 1e-9),
                     "throughput/update_tokens_per_s":
                         float(loss_tokens) * c.update_loop.num_iterations / max(t_update, 1e-9)})

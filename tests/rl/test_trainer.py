@@ -24,6 +24,10 @@ def test_mean_reward_rises_on_toy_task(tiny_checkpoint, tmp_path):
   assert rewards[-4:].mean() > rewards[:4].mean() + 0.3, rewards.round(3)
   # μ = 1, one update per batch: exactly on-policy.
   assert all(h["ratio_min"] == 1.0 and h["ratio_max"] == 1.0 for h in history)
+  # Step 1 builds the sampler and update programs; every step's compile time is part of its time.
+  compile_s = np.array([h["time/compile"] for h in history])
+  assert compile_s[0] > 0 and np.all(compile_s >= 0), compile_s
+  assert np.all(compile_s <= np.array([h["time/step"] for h in history])), compile_s
 
 
 class HalfConstantReward(toy_task.TargetShareReward):
