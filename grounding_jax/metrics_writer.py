@@ -98,7 +98,8 @@ def _on_event_duration(event: str, duration: float, **kwargs) -> None:
 
 def compile_seconds() -> float:
   """Seconds this process has spent tracing, lowering and compiling JAX programs since the first
-  call (the listener is registered then): the difference across a step is the step's compile time."""
+  call (the listener is registered then): the difference across a step is the step's compile time
+  (the trainer's `time/compile`, spent inside its sample / reference / update phases)."""
   global _listening
   if not _listening:
     jax.monitoring.register_event_duration_secs_listener(_on_event_duration)

@@ -380,7 +380,6 @@ class Trainer:
                                       .reshape(1, 2)).sum(axis=0)
     metrics.update({"time/sample": t_sample, "time/reward": t_reward, "time/reference": t_ref,
                     "time/update": t_update, "time/step": total_time,
-                    # Inside the phases above: tracing and compiling programs for new shapes.
                     "time/compile": metrics_writer.compile_seconds() - compiled_before,
                     "throughput/completion_tokens_per_s": tokens / max(total_time, 1e-9),
                     "throughput/update_tokens_per_s":
