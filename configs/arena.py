@@ -29,10 +29,10 @@ def get_config(arg=None):
   c.update_loop.update(dict(num_iterations=1, num_minibatches=1, micro_batch_size=28))
   c.optimizer.update(dict(learning_rate=3e-6, schedule="cosine", warmup_ratio=0.1,
                           weight_decay=0.0, max_grad_norm=1.0))
-  c.stages = [rl_config.stage("arena", num_steps=95)]
-  c.stages[0].data.update(dict(kind="jsonl", recipe="arena"))
+  c.stages = [rl_config.stage("arena", num_steps=95, recipe="arena")]
+  c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 25
   if arg == "runlocal":
-    presets.runlocal(c, recipe="arena")
+    presets.runlocal(c)
     c.stages[0].data.answerable_ratio = 1.0   # ARENA's relevance reward needs gold passages
   return c

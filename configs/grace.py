@@ -27,16 +27,16 @@ def get_config(arg=None):
   c.rollout.enable_thinking = True
   c.reward.functions = [presets.reward_fn("grace", alpha=2.0, beta=3.0)]
   c.advantage.update(dict(scale="group", std_ddof=1, eps=1e-6))   # VeRL GRPO
-  c.dapo.update(dict(overlong_shaping=True, overlong_buffer=1024, overlong_factor=1.0))
-  c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.28, dual_clip=10.0, kl_coef=0.0,
-                     aggregation="token_mean"))
+  # "DAPO without dynamic sampling or KL" (note §3): clip 0.2 / 0.28, token-mean, overlong 1024.
+  presets.dapo(c, dynamic_sampling=False, overlong_buffer=1024)
+  c.loss.dual_clip = 10.0
   c.update_loop.update(dict(num_iterations=1, num_minibatches=4, micro_batch_size=2))
   c.optimizer.update(dict(learning_rate=2e-6, schedule="cosine", warmup_steps=50,
                           weight_decay=0.1, max_grad_norm=1.0))
-  c.stages = [rl_config.stage("grace", num_steps=400)]
-  c.stages[0].data.update(dict(kind="jsonl", recipe="grace"))
+  c.stages = [rl_config.stage("grace", num_steps=400, recipe="grace")]
+  c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 50
   if arg == "runlocal":
-    presets.runlocal(c, recipe="grace")
+    presets.runlocal(c)
     c.rollout.enable_thinking = None
   return c

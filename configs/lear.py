@@ -9,8 +9,9 @@ r"""LEAR (seed 003): extract rational evidence; answers from three hard-masked c
       # SmolLM2-135M seldom closes </extract> within 128 tokens, so early rewards are mostly 0.
 
 The policy writes <reason>r</reason><extract>e</extract> (stop "</extract>", Table 10), then answers
-three times, from (q, P, r), (q, e) and (q, P, r, e) contexts prefilled from scratch (Eq. 4,
-rollout.kind="lear", grounding_jax.rl.lear_rollout); only ỹ = {r, e, o_f} is trained on (Eq. 12).
+three times, from (q, P, r), (q, e) and (q, P, r, e) contexts prefilled from scratch (Eq. 4, the
+recipe's rollout: grounding_jax/recipes/lear_rollout.py, options in config.rollout.options); only
+ỹ = {r, e, o_f} is trained on (Eq. 12).
 Reward (Eqs. 5–9): 0.8 · mean F1(o_r, o_e, o_f) + 0.1 · length + 0.1 · format, ω = 0.9.
 
 Paper (note 003 §12): Qwen2.5-{1.5B,7B}-Instruct, full-parameter, 1 epoch of NQ train (79.1k) with
@@ -23,7 +24,9 @@ short warm-up, k3 KL, GRPO's per-sequence token mean, τ = γ = 0.5 (tuned in th
 Lengths for Eqs. 6–7 are whitespace words (the reward's tokenizer option is not a config value).
 """
 
-from grounding_jax.data import prompts
+import ml_collections
+
+from grounding_jax.recipes import lear
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 
@@ -34,11 +37,13 @@ def get_config(arg=None):
   c.model.compute_dtype = "bfloat16"
   c.model.remat = True
   c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=768, temperature=1.0,
-                        top_p=1.0, top_k=0, stop=prompts.STOP_STRINGS["lear"],
-                        max_prompt_tokens=1536, kind="lear"))
-  c.rollout.lear.update(dict(answer_max_new_tokens=64, answer_prefix="<answer>",
-                             answer_stop=prompts.LEAR_ANSWER_STOP_STRINGS, keep_empty_tags=True,
-                             evidence_context_instruction=True))
+                        top_p=1.0, top_k=0, max_prompt_tokens=1536))   # stops at "</extract>" (recipe)
+  # The answer passes (note §4 [DECISION] defaults; recipes.lear_rollout.LearOptions). o_r / o_e use the
+  # rollout's sampling unless masked_temperature is set (0 = greedy).
+  c.rollout.options = ml_collections.ConfigDict(dict(
+      answer_max_new_tokens=64, answer_prefix="<answer>", answer_stop=lear.ANSWER_STOP,
+      keep_empty_tags=True, evidence_context_instruction=True,
+      masked_temperature=ml_collections.FieldReference(None, field_type=float)))
   c.reward.functions = [presets.reward_fn("lear", tau=0.5, gamma=0.5, omega=0.9,
                                           weights=(0.8, 0.1, 0.1))]
   # Eq. 11: population std floored at ε_std = 0.1 (the paper's {0.49, 0.51} example); no extra eps.
@@ -48,12 +53,12 @@ def get_config(arg=None):
   c.update_loop.update(dict(num_iterations=1, num_minibatches=1, micro_batch_size=8))
   c.optimizer.update(dict(learning_rate=1e-6, schedule="constant", warmup_steps=10, weight_decay=0.0,
                           max_grad_norm=1.0))
-  c.stages = [rl_config.stage("lear", num_steps=1237)]
-  c.stages[0].data.update(dict(kind="jsonl", recipe="lear"))
+  c.stages = [rl_config.stage("lear", num_steps=1237, recipe="lear")]
+  c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 100
   if arg == "runlocal":
-    presets.runlocal(c, recipe="lear", max_new_tokens=128)
-    c.rollout.lear.answer_max_new_tokens = 16
+    presets.runlocal(c, max_new_tokens=128)
+    c.rollout.options.answer_max_new_tokens = 16
     c.stages[0].data.answerable_ratio = 1.0   # invented names: no answer in context, no F1
   return c
 

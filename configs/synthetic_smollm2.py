@@ -18,8 +18,7 @@ def get_config(arg=None):
   c = rl_config.default_config()
   c.workdir = "/tmp/grounding_jax_demo"
   c.reward.functions = [presets.reward_fn("truthrl")]
-  c.stages = [rl_config.stage("synthetic", num_steps=4)]
-  c.stages[0].data.recipe = "truthrl"
+  c.stages = [rl_config.stage("synthetic", num_steps=4, recipe="truthrl")]
   c.optimizer.learning_rate = 1e-5
   c.advantage.std_ddof = 1
   presets.runlocal(c, steps=4, max_new_tokens=48)

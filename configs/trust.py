@@ -38,11 +38,11 @@ def get_config(arg=None):
   c.optimizer.update(dict(learning_rate=1e-5, schedule="cosine", warmup_ratio=0.1))
   stage2_reward = ml_collections.ConfigDict(dict(
       functions=[presets.reward_fn("trust_stage2", nli=nli)]))
-  c.stages = [rl_config.stage("stage1", num_steps=25),
-              rl_config.stage("stage2", num_steps=250, reward=stage2_reward)]
+  c.stages = [rl_config.stage("stage1", num_steps=25, recipe="trust_stage1"),
+              rl_config.stage("stage2", num_steps=250, recipe="trust_stage2", reward=stage2_reward)]
   for st in c.stages:
-    st.data.update(dict(kind="jsonl", recipe="trust"))
+    st.data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 25
   if arg == "runlocal":
-    presets.runlocal(c, recipe="trust")
+    presets.runlocal(c)
   return c

@@ -9,7 +9,7 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
 Paper / VeRL code (note 004 §4): 64 prompts per step and one optimizer update per rollout batch,
 G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature 1.0,
 2048 new tokens, the paper's seq-mean-token-mean aggregation. The reward's correctness judge defaults
-to exact match (offline); the paper uses an LLM judge (see grounding_jax.rewards.judges).
+to exact match (offline); the paper uses an LLM judge (see grounding_jax.judges).
 """
 
 from grounding_jax.rl import config as rl_config
@@ -30,9 +30,9 @@ def get_config(arg=None):
   c.update_loop.update(dict(num_iterations=1, num_minibatches=1, micro_batch_size=8))
   c.optimizer.update(dict(learning_rate=1e-6, schedule="constant", weight_decay=0.01,
                           max_grad_norm=1.0))
-  c.stages = [rl_config.stage("truthrl", num_steps=200)]
-  c.stages[0].data.update(dict(kind="jsonl", recipe="truthrl"))
+  c.stages = [rl_config.stage("truthrl", num_steps=200, recipe="truthrl")]
+  c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 10
   if arg == "runlocal":
-    presets.runlocal(c, recipe="truthrl")
+    presets.runlocal(c)
   return c

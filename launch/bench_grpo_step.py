@@ -45,19 +45,20 @@ _REMAT_POLICY = flags.DEFINE_enum(
 
 
 def _setup():
-  from grounding_jax.data import prompts, synthetic
+  from grounding_jax.data import synthetic
   from grounding_jax.models import gguf_convert, load_tokenizer
+  from grounding_jax.recipes import get_recipe
   model_dir = gguf_convert.prepare_smollm2()
   tok = load_tokenizer(model_dir)
   examples = synthetic.generate_examples(_PROMPTS.value * 2, seed=0)
-  texts = [prompts.render_prompt("arena_naive_grpo", ex, tok) for ex in examples]
+  texts = [get_recipe("naive").render_prompt(ex, tok) for ex in examples]
   return model_dir, tok, examples, texts
 
 
 def run_ours(model_dir, tok, examples, texts):
   import jax.numpy as jnp
   from grounding_jax import models
-  from grounding_jax.rewards import get_reward
+  from grounding_jax.recipes import get_reward
   from grounding_jax.rl import config as config_lib
   from grounding_jax.rl import trainer
   c = config_lib.default_config()
@@ -92,7 +93,7 @@ def run_trl(model_dir, tok, examples, texts):
   import torch
   import transformers
   import trl
-  from grounding_jax.rewards import get_reward
+  from grounding_jax.recipes import get_reward
   torch.manual_seed(0)
   naive = get_reward("naive")
   by_prompt = dict(zip(texts, examples))

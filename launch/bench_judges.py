@@ -22,7 +22,7 @@ from absl import flags
 import numpy as np
 
 from grounding_jax.models import bert
-from grounding_jax.rewards import judges
+from grounding_jax import judges
 
 _PAIRS = flags.DEFINE_integer("pairs", 32, "Premise/hypothesis pairs per timed run.")
 _WORDS = flags.DEFINE_integer("premise_words", 300, "Words per premise (Trust-Score joins ≤3 docs).")

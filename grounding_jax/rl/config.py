@@ -5,7 +5,8 @@ Sections read in the order of one step (DESIGN.md "One GRPO step, as data"):
   → checkpoint / logging, and `stages`, the list of training stages run in sequence.
 
 Defaults follow TRL's GRPOTrainer where a paper does not say otherwise (Lessons §5), and every
-field below is read by `grounding_jax.rl.trainer` (no no-op flags).
+field below is read by the trainer (grounding_jax/rl/: setup, collect, step, trainer; no no-op flags).
+Named algorithm variants (DAPO, Dr.GRPO, RLOO) are one call each in grounding_jax.rl.presets.
 """
 
 from __future__ import annotations
@@ -15,26 +16,30 @@ import ml_collections
 from grounding_jax import optim
 
 
-def stage(name: str, num_steps: int, **overrides) -> ml_collections.ConfigDict:
-  """One training stage: `num_steps` GRPO steps on its own data, optionally overriding reward/loss.
+def stage(name: str, num_steps: int, *, recipe: str = "naive", **overrides) -> ml_collections.ConfigDict:
+  """One training stage: `num_steps` GRPO steps of a recipe on its own data, optionally overriding the
+  run's reward, loss and optimizer sections.
 
   Args:
     name: shown in logs and stored in checkpoints.
     num_steps: GRPO steps (rollout batches) in this stage.
-    **overrides: `data` (see default_config().stages[0].data), `reward` (replaces config.reward),
-      `optimizer` fields (a fresh schedule starts every stage; Lessons §5: "start a fresh schedule
-      per stage, reference = the stage's initial model").
+    recipe: the stage's recipe (grounding_jax.recipes.get_recipe): its prompt, stop strings and
+      rollout; the reward functions are named in config.reward (or the stage's `reward`).
+    **overrides: `data` fields (see default_config().stages[0].data); `reward` (a section replacing
+      config.reward.functions, e.g. dict(functions=[...])); `loss` and `optimizer` fields, applied over
+      the run's sections for this stage (a fresh schedule starts every stage; Lessons §5: "start a
+      fresh schedule per stage, reference = the stage's initial model").
   """
   st = ml_collections.ConfigDict(dict(
-      name=name, num_steps=num_steps,
+      name=name, num_steps=num_steps, recipe=recipe,
       data=ml_collections.ConfigDict(dict(kind="synthetic", path="", num_examples=256, seed=0,
-                                          answerable_ratio=0.5, recipe="naive", shuffle=True)),
-      reward=ml_collections.ConfigDict(), optimizer=ml_collections.ConfigDict()))
+                                          answerable_ratio=0.5, shuffle=True)),
+      reward=ml_collections.ConfigDict(), loss=ml_collections.ConfigDict(),
+      optimizer=ml_collections.ConfigDict()))
   for k, v in overrides.items():
-    if isinstance(v, dict):
-      st[k].update(v)
-    else:
-      st[k] = v
+    if k not in st:
+      raise ValueError(f"stage({name!r}): unknown override {k!r}; use data, reward, loss or optimizer.")
+    st[k].update(dict(v))
   return st
 
 
@@ -61,20 +66,10 @@ def default_config() -> ml_collections.ConfigDict:
       temperature=1.0,            # the trainer's log-probs use the same temperature
       top_p=1.0,
       top_k=0,
-      stop=(),                    # stop strings, e.g. ("</answer>",)
+      stop=(),                    # stop strings besides the recipe's own (Recipe.stop)
       max_prompt_tokens=0,        # 0 = no limit; otherwise longer prompts are left-truncated
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 switch
-      kind="standard",            # "standard" | "lear": + LEAR's three answer passes (rl/lear_rollout.py)
-      # LEAR Eq. 4 answer passes (kind="lear" only; note 003 §4 defaults, see lear_rollout.LearOptions)
-      lear=ml_collections.ConfigDict(dict(
-          answer_max_new_tokens=64,   # note §12: 32–64
-          answer_prefix="<answer>",   # forced after each context (not trained on); "" = model writes it
-          answer_stop=("</answer>",),
-          keep_empty_tags=True,       # ctx_r keeps "<extract></extract>", ctx_e "<reason></reason>"
-          evidence_context_instruction=True,  # ctx_e = the prompt without passages; False = question only
-          # o_r / o_e temperature; None = the rollout's settings, 0 = greedy (o_f always the rollout's)
-          masked_temperature=ml_collections.FieldReference(None, field_type=float),
-      )),
+      options=ml_collections.ConfigDict(),  # the recipe's rollout options (Recipe.rollout), e.g. LEAR's
   ))
 
   c.reward = ml_collections.ConfigDict(dict(

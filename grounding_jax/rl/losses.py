@@ -8,7 +8,7 @@ mini-batch exactly, whatever the micro-batch size (tunix `algo_core`; DAPO §3.3
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -155,7 +155,7 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
     dual = ((adv < 0) & (ratio > config.dual_clip)).astype(jnp.float32)
     metrics["clip_frac_dual"] = token_metric(dual)
   metrics["ratio_mean"] = token_metric(ratio)
-  # min / max are returned as (value, 1) so accumulation keeps them as extremes (see combine_metrics).
+  # min / max are returned as (value, 1) so accumulation keeps them as extremes (see reduce_metrics).
   big = jnp.asarray(jnp.finfo(jnp.float32).max, jnp.float32)
   metrics["ratio_min"] = (jnp.min(jnp.where(mask_f > 0, ratio, big)), jnp.float32(1))
   metrics["ratio_max"] = (jnp.max(jnp.where(mask_f > 0, ratio, -big)), jnp.float32(1))
@@ -164,19 +164,18 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   return loss_sum, denom, metrics
 
 
-def combine_metrics(a: dict, b: dict) -> dict:
-  """Accumulates two metric_sums dicts from policy_loss (min/max stay extremes; others add)."""
+def reduce_metrics(metric_sums: Sequence[dict], xp=jnp) -> dict:
+  """One value per metric from several (sum, count) dicts (micro-batches of policy_loss, or mini-batch
+  means as (mean, 1)): ratio_min / ratio_max stay extremes; every other metric is Σ sum / Σ count.
+  `xp` is jax.numpy inside jit, numpy for host values."""
   out = {}
-  for k in a:
+  for k in metric_sums[0]:
+    sums = xp.stack([xp.asarray(m[k][0]) for m in metric_sums])
     if k == "ratio_min":
-      out[k] = (jnp.minimum(a[k][0], b[k][0]), jnp.float32(1))
+      out[k] = xp.min(sums)
     elif k == "ratio_max":
-      out[k] = (jnp.maximum(a[k][0], b[k][0]), jnp.float32(1))
+      out[k] = xp.max(sums)
     else:
-      out[k] = (a[k][0] + b[k][0], a[k][1] + b[k][1])
+      counts = xp.stack([xp.asarray(m[k][1]) for m in metric_sums])
+      out[k] = xp.sum(sums) / xp.maximum(xp.sum(counts), 1e-8)
   return out
-
-
-def finalize_metrics(metric_sums: dict) -> dict:
-  """name -> mean (sum / max(count, tiny)), as jax scalars."""
-  return {k: s / jnp.maximum(c, 1e-8) for k, (s, c) in metric_sums.items()}

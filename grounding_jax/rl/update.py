@@ -69,19 +69,6 @@ def settings_from_config(c) -> UpdateSettings:
                         on_policy=on_policy, group_size=g if shared else 1)
 
 
-def _reduce_micro_metrics(m: dict) -> dict:
-  """[num_micro]-stacked metric (sum, count) pairs -> means."""
-  out = {}
-  for k, (s, c) in m.items():
-    if k == "ratio_min":
-      out[k] = jnp.min(s)
-    elif k == "ratio_max":
-      out[k] = jnp.max(s)
-    else:
-      out[k] = jnp.sum(s) / jnp.maximum(jnp.sum(c), 1e-8)
-  return out
-
-
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                     settings: UpdateSettings) -> Callable:
   """Builds `train_step(params, rest, opt_state, batch, packed_width=None) -> (params, opt_state,
@@ -120,12 +107,12 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))  # the summed gradients have no output to reuse
   def apply(params, opt_state, grad_sum, stats):
-    s, d, m = jax.tree.map(lambda *x: jnp.stack(x), *stats)
+    s, d, _ = jax.tree.map(lambda *x: jnp.stack(x), *stats)
     denom = jnp.maximum(jnp.sum(d), 1e-8)
     grads = jax.tree.map(lambda g: g / denom, grad_sum)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    metrics = _reduce_micro_metrics(m)
+    metrics = losses.reduce_metrics([m for _, _, m in stats])
     metrics["loss"] = jnp.sum(s) / denom
     metrics["grad_norm"] = optax.tree.norm(grads)
     return params, opt_state, metrics

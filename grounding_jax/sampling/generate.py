@@ -9,7 +9,7 @@ rollout), so nothing is re-tokenised.
 
 Log-probs: log_softmax(logits / T) of each sampled token over the full vocabulary — after temperature,
 before top-k/top-p truncation; for greedy decoding (T = 0), log_softmax(logits). The trainer computes
-its log-probs with the same temperature (CONTRACTS.md).
+its log-probs with the same temperature (rl/logprobs.py).
 
 Compiled programs: the prompt length (longest real prompt) and max_new_tokens are each rounded up to a
 bucket in {16, 20, 24, 28, 32, 40, 48, 56, 64, 80, ...} (four buckets per octave, <= 25% padding), and the
@@ -179,6 +179,27 @@ def _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id: int, mesh=None):
   return out_ids, out_mask
 
 
+_STATIC_VIEWS: dict = {}  # graphdef -> the model over abstract arrays (config, dtypes, cache shapes)
+
+
+def split_model(model):
+  """(graphdef, state, view) of a Transformer or of its (graphdef, state) split.
+
+  A training loop passes its split so that nothing is merged and re-split every step; `view` is then
+  the model over abstract (shape-only) arrays, built once per graphdef, which is all the static
+  information generation reads (config, compute dtype, cache shapes).
+  """
+  if not isinstance(model, tuple):
+    graphdef, state = nnx.split(model)
+    return graphdef, state, model
+  graphdef, state = model
+  view = _STATIC_VIEWS.get(graphdef)
+  if view is None:
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+    view = _STATIC_VIEWS[graphdef] = nnx.merge(graphdef, shapes)
+  return graphdef, state, view
+
+
 def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
                  eos_ids: Sequence[int] | None = None, pad_id: int | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, num_samples: int = 1,
@@ -187,8 +208,9 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   """Samples completions for already-tokenised, left-padded prompts.
 
   Args:
-    model: a grounding_jax Transformer (weights are read, never donated). With `mesh`, its
-      parameters must already be placed on that mesh (load_pretrained(mesh=...) or shard_model).
+    model: a grounding_jax Transformer, or its (graphdef, state) split (`split_model`); weights are
+      read, never donated. With `mesh`, its parameters must already be placed on that mesh
+      (load_pretrained(mesh=...) or shard_model).
     prompt_ids: int[P, Lp] left-padded prompt ids; prompt_mask: bool[P, Lp], True at real tokens.
     max_new_tokens: the generation limit per row.
     eos_ids: ids that end a row (kept in the output); default `default_eos_ids(model, tokenizer)`.
@@ -209,6 +231,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     Generation with N = P * num_samples rows (prompt-major) and L = max_new_tokens.
   """
   _check_args(max_new_tokens, temperature, top_p, top_k, num_samples)
+  graphdef, state, model = split_model(model)
   if stop and tokenizer is None:
     raise ValueError(f"stop={tuple(stop)!r} needs a tokenizer to know each token's text.")
   stop = tuple(stop)
@@ -238,7 +261,6 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   eos = np.asarray(list(eos_ids) or [-1], np.int32)
   tables = stopping.build_stop_tables(tokenizer, stop, model.config.vocab_size) if stop else None
 
-  graphdef, state = nnx.split(model)
   context = use_mesh(mesh, rules) if mesh is not None else contextlib.nullcontext()
   with context:
     if mesh is not None:  # each host's rows become its slice of the global batch

@@ -2,14 +2,14 @@
 
 Everything here is a pure function of arrays, jitted as part of the decode loop.
 
-Drawing is an inverse-CDF search rather than `jax.random.categorical`: on a 2-core CPU, categorical
-over 32 x 49,152 logits costs ~100 ms a step (a Gumbel per logit plus an argmax), and even one
-cumulative sum over the whole vocabulary costs ~40 ms. Here a draw is one uniform per row and a
+Drawing is an inverse-CDF search rather than `jax.random.categorical`, which draws a Gumbel per
+logit, and rather than one cumulative sum over the whole vocabulary (both cost as much as the decode
+matmuls on a CPU; README "Where decode time goes"). Here a draw is one uniform per row and a
 two-level search: cumulative sums of ~sqrt(V)-sized block totals find the block, then one cumulative
-sum inside that block finds the token (~3 ms at 32 x 49,152). Sorting happens only when top-p < 1
-(full sort) or top-k is set (`lax.top_k`).
+sum inside that block finds the token. Sorting happens only when top-p < 1 (full sort) or top-k is
+set (`lax.top_k`).
 
-Log-prob convention (shared with the trainer, see CONTRACTS.md): the log-prob recorded for a token is
+Log-prob convention (shared with the trainer, rl/logprobs.py): the log-prob recorded for a token is
 log_softmax(logits / T)[token] over the FULL vocabulary, i.e. after temperature and before top-k/top-p
 truncation. For greedy decoding (T = 0) it is log_softmax(logits)[token] (T = 1).
 """

@@ -24,9 +24,11 @@ from flax import nnx
 
 from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
+from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
 from grounding_jax.rl import logprobs as logprobs_lib
+from grounding_jax.rl.setup import DTYPES
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -122,10 +124,8 @@ class SFTTrainer:
       raise ValueError(f"batch_size={config.batch_size} is not a multiple of "
                        f"micro_batch_size={config.micro_batch_size}")
     if model is None:
-      from grounding_jax import models  # pylint: disable=g-import-not-at-top
-      from grounding_jax.rl.trainer import _dtype  # pylint: disable=g-import-not-at-top
-      model = models.load_pretrained(config.model.path, dtype=_dtype(config.model.param_dtype),
-                                     compute_dtype=_dtype(config.model.compute_dtype),
+      model = models.load_pretrained(config.model.path, dtype=DTYPES[config.model.param_dtype],
+                                     compute_dtype=DTYPES[config.model.compute_dtype],
                                      remat=config.model.remat)
       tokenizer = tokenizer or models.load_tokenizer(config.model.path)
     if pairs is None:

@@ -1,19 +1,16 @@
-"""Every recipe config builds (full and :runlocal), names real rewards and prompt recipes, each
-:runlocal trains a step on a tiny model, and the default config runs end to end through
-launch/train.py."""
+"""Every recipe config builds (full and :runlocal) and names real rewards and recipes, and the
+default config runs end to end through launch/train.py. (Each :runlocal trains 3 steps on a tiny model
+in test_runlocal_golden.py.)"""
 
 import importlib.util
 import json
 import pathlib
-import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from grounding_jax.data import prompts
-from grounding_jax.rewards import get_reward
+from grounding_jax.recipes import available_recipes, get_reward
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.py"))
@@ -34,7 +31,7 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg):
   assert rows % c.update_loop.num_minibatches == 0
   assert (rows // c.update_loop.num_minibatches) % c.update_loop.micro_batch_size == 0
   for st in c.stages:
-    assert st.data.recipe in prompts.RECIPES
+    assert st.recipe in available_recipes()
     for fn in (st.reward.get("functions") or c.reward.functions):
       options = dict(fn.options)
       if fn.name.startswith("trust"):
@@ -47,13 +44,9 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg):
     assert c.model.path == "smollm2" and all(st.data.kind == "synthetic" for st in c.stages)
 
 
-def test_default_config_trains_through_the_launcher(tiny_checkpoint, smollm2_dir, tmp_path):
+def test_default_config_trains_through_the_launcher(tiny_smollm2_dir, tmp_path):
   # A tiny llama with SmolLM2's vocabulary and tokenizer stands in for SmolLM2 to keep this fast.
-  model_dir = tmp_path / "model"
-  shutil.copytree(tiny_checkpoint("llama", vocab_size=49152), model_dir)
-  for f in smollm2_dir.iterdir():
-    if f.is_file() and f.name != "config.json" and not f.name.startswith("model"):
-      shutil.copy(f, model_dir / f.name)
+  model_dir = tiny_smollm2_dir
   workdir = tmp_path / "run"
   cmd = [sys.executable, str(ROOT / "launch" / "train.py"),
          f"--config={ROOT / 'configs' / 'synthetic_smollm2.py'}", f"--workdir={workdir}",
@@ -65,41 +58,3 @@ def test_default_config_trains_through_the_launcher(tiny_checkpoint, smollm2_dir
   assert [r["step"] for r in rows] == [1, 2]
   assert all(-1.0 <= r["reward/mean"] <= 1.0 for r in rows)
   assert any((workdir / "checkpoints").iterdir())
-
-
-@pytest.fixture(scope="module")
-def tiny_smollm2_vocab(tiny_checkpoint, smollm2_dir, tmp_path_factory):
-  """A tiny llama with SmolLM2's vocabulary and tokenizer files (stands in for SmolLM2)."""
-  model_dir = tmp_path_factory.mktemp("tiny_smollm2") / "model"
-  shutil.copytree(tiny_checkpoint("llama", vocab_size=49152), model_dir)
-  for f in smollm2_dir.iterdir():
-    if f.is_file() and f.name != "config.json" and not f.name.startswith("model"):
-      shutil.copy(f, model_dir / f.name)
-  return model_dir
-
-
-# trust's reward needs an NLI model folder (its rewards have their own tests); synthetic_smollm2 is
-# the launcher test's config.
-_SELF_CONTAINED = [p for p in CONFIGS if p.stem not in ("trust", "synthetic_smollm2")]
-
-
-@pytest.mark.parametrize("path", _SELF_CONTAINED, ids=lambda p: p.stem)
-def test_runlocal_config_trains_one_step(path, tiny_smollm2_vocab, tmp_path):
-  """Each recipe's :runlocal settings (remat, KL, advantage, DAPO, rollout kind) run a whole GRPO
-  step; only sizes shrink. Catches option combinations no unit test puts together."""
-  from grounding_jax.rl import trainer  # pylint: disable=g-import-not-at-top
-  c = _load(path).get_config("runlocal")
-  c.model.path = str(tiny_smollm2_vocab)
-  c.workdir = str(tmp_path)
-  c.rollout.prompts_per_step, c.rollout.group_size = 2, 2
-  c.rollout.max_new_tokens = 8
-  if c.dapo.overlong_shaping:
-    c.dapo.overlong_buffer = 2
-  c.update_loop.num_minibatches, c.update_loop.micro_batch_size = 1, 2
-  c.reward.num_workers = 0
-  c.logging.console = False
-  c.stages = c.stages[:1]
-  c.stages[0].num_steps = 1
-  c.stages[0].data.num_examples = 8
-  history = trainer.train(c)
-  assert len(history) == 1 and np.isfinite(history[0]["loss"])

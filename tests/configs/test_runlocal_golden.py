@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import pathlib
-import shutil
 import sys
 
 import numpy as np
@@ -25,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "runlocal_metrics.json"
 RECIPE_CONFIGS = ("grace", "trust", "arena", "lear", "truthrl", "synthetic_smollm2")
 RECORD = bool(os.environ.get("GJ_RECORD_GOLDEN"))
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "rl")]  # toy_task, rewards.fakes
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "rl")]  # toy_task, recipes.fakes
 _VOLATILE = ("time/", "throughput/")
 
 
@@ -35,17 +34,6 @@ def _load(name):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
-
-
-@pytest.fixture(scope="module")
-def tiny_smollm2_vocab(tiny_checkpoint, smollm2_dir, tmp_path_factory):
-  """A tiny llama with SmolLM2's vocabulary and tokenizer files (stands in for SmolLM2)."""
-  model_dir = tmp_path_factory.mktemp("tiny_smollm2_golden") / "model"
-  shutil.copytree(tiny_checkpoint("llama", vocab_size=49152), model_dir)
-  for f in smollm2_dir.iterdir():
-    if f.is_file() and f.name != "config.json" and not f.name.startswith("model"):
-      shutil.copy(f, model_dir / f.name)
-  return model_dir
 
 
 def shrink(c, model_dir, workdir):
@@ -83,8 +71,8 @@ def run_recipe(name, model_dir, workdir):
 
 
 @pytest.mark.parametrize("name", RECIPE_CONFIGS)
-def test_runlocal_metrics_match_the_recording(name, tiny_smollm2_vocab, tmp_path):
-  _check_rows(run_recipe(name, tiny_smollm2_vocab, tmp_path), GOLDEN, name)
+def test_runlocal_metrics_match_the_recording(name, tiny_smollm2_dir, tmp_path):
+  _check_rows(run_recipe(name, tiny_smollm2_dir, tmp_path), GOLDEN, name)
 
 
 def _record_or_load(path, key, value):
@@ -120,7 +108,7 @@ def _completion_bank(ex):
       "<think>None fits.</think><answer>I apologize, but I couldn't find an answer to your question "
       "in the search results.</answer>",
       f"<relevance>[1]</relevance><analysis>Passage 1 names it.</analysis><answer>{gold}</answer>",
-      f"<relevance>[1, 2]</relevance><analysis>hm</analysis><answer>wrong</answer>",
+      "<relevance>[1, 2]</relevance><analysis>hm</analysis><answer>wrong</answer>",
       f"<reason>It is stated.</reason><extract>{sentence}</extract>",
       f"<think>Known.</think> So the answer is \\boxed{{{gold}}}.",
       "<think>Unsure.</think> \\boxed{I don't know}",
@@ -131,8 +119,8 @@ def _completion_bank(ex):
 
 
 def _stage_rewards(c, st):
-  from grounding_jax.rewards import get_reward  # pylint: disable=g-import-not-at-top
-  from rewards.fakes import SubstringNLI  # pylint: disable=g-import-not-at-top
+  from grounding_jax.recipes import get_reward  # pylint: disable=g-import-not-at-top
+  from recipes.fakes import SubstringNLI  # pylint: disable=g-import-not-at-top
   out = []
   for fn in (st.reward.get("functions") or c.reward.functions):
     options = dict(fn.options)
@@ -145,16 +133,16 @@ def _stage_rewards(c, st):
 def recipe_outputs(name, tokenizer):
   """Rendered prompts of the first 3 examples of every stage, and every reward function's output on
   the completion bank of those examples (LEAR: the gold answer in all three answer passes)."""
-  from grounding_jax.data import prompts  # pylint: disable=g-import-not-at-top
-  from grounding_jax.rl import trainer  # pylint: disable=g-import-not-at-top
+  from grounding_jax import recipes  # pylint: disable=g-import-not-at-top
+  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
   c = _load(name).get_config("runlocal")
   c.stages[0].data.num_examples = 8
   out = {}
   for st in c.stages:
     st.data.num_examples = 8
-    examples = trainer.load_stage_examples(st.data)[:3]
-    rendered = [prompts.render_prompt(st.data.recipe, ex, tokenizer,
-                                      enable_thinking=c.rollout.enable_thinking) for ex in examples]
+    examples = setup.load_stage_examples(st.data)[:3]
+    rendered = [recipes.get_recipe(st.recipe).render_prompt(
+        ex, tokenizer, enable_thinking=c.rollout.enable_thinking) for ex in examples]
     completions, rows = [], []
     for ex in examples:
       bank = _completion_bank(ex)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from grounding_jax.data.jsonl import read_examples, read_examples_with_prompts
-from grounding_jax.data.prompts import render_prompt
+from grounding_jax.recipes import render_prompt
 from grounding_jax.data.readers import read_dataset
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def test_synthetic_source_and_eval_fraction(tmp_path):
   train = list(read_examples(tmp_path / "s" / "train.jsonl"))
   assert len(train) == 40 and sum(ex.answerable is True for ex in train) == 10
   assert "0.250" in stdout
-  _run("--recipe=trust", "--source=asqa", f"--train_input={FIX / 'trust_asqa_eval_calibrated_handmade.json'}",
+  _run("--recipe=trust_stage1", "--source=asqa", f"--train_input={FIX / 'trust_asqa_eval_calibrated_handmade.json'}",
        "--eval_fraction=0.5", "--reader_kwargs=ndoc=3", f"--output_dir={tmp_path / 't'}")
   both = list(read_examples(tmp_path / "t" / "train.jsonl")) + list(read_examples(tmp_path / "t" / "eval.jsonl"))
   assert sorted(ex.id for ex in both) == ["hm-asqa-1", "hm-asqa-2"] and all(len(ex.passages) == 3 for ex in both)

@@ -6,7 +6,7 @@ import string
 
 import pytest
 
-from grounding_jax.data import probing, synthetic
+from grounding_jax.data import answerability, synthetic
 from grounding_jax.data.schema import Example
 
 
@@ -72,7 +72,7 @@ def test_gold_fields_are_consistent(examples):
       assert e.gold_passage_ids == () and e.evidence == ()
     assert len(e.answers) == 2
     assert len(e.meta["answers_found"]) == len(e.passages)
-    assert probing.is_answerable(e) == e.answerable  # Ground-GRPO's label agrees
+    assert answerability.is_answerable(e) == e.answerable  # Ground-GRPO's label agrees
 
 
 def test_unanswerable_distractors_mention_question_entities(examples):

@@ -8,7 +8,8 @@ import pytest
 
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.eval import paper_eval
-from grounding_jax.rewards import text
+from grounding_jax.recipes import trust
+from grounding_jax import text
 
 
 class RuleJudge:
@@ -46,10 +47,10 @@ def test_grace_eval():
   assert out["accuracy_source"] == "judge"
   # Baseline scoring: refusal-string EM, and the judge against GRACE's refusal list.
   judge = RuleJudge()
-  base = paper_eval.evaluate_grace(completions, examples, judge=judge, grace_format=False)
+  base = paper_eval.evaluate("grace", completions, examples, judge=judge, grace_format=False)
   assert base["acc_unanswerable"] == pytest.approx(50.0)  # "I don't know." matches; "maybe" does not
   assert judge.calls[-1] == ["maybe", "I don't know."]
-  no_judge = paper_eval.evaluate_grace(completions, examples)
+  no_judge = paper_eval.evaluate("grace", completions, examples)
   assert no_judge["accuracy_source"] == "em" and "lj_answerable" not in no_judge
   assert no_judge["overall_accuracy"] == pytest.approx(60.0)
 
@@ -66,7 +67,7 @@ def test_arena_eval():
   assert out["relevance_score"] == pytest.approx(0.75)  # exact 1, partial overlap 0.5 (id 2 of [1, 2])
   assert out["lj"] == pytest.approx(0.5)
   # With an LLM judge, a reply with neither "yes" nor "no" earns ARENA's half credit.
-  from grounding_jax.rewards import judges
+  from grounding_jax import judges
   llm = judges.LLMCorrectnessJudge(lambda prompts: ["maybe"] * len(prompts), style="arena", parser="arena")
   out = paper_eval.evaluate("arena", completions, examples, judge=llm)
   assert out["lj"] == pytest.approx((1 + 0.5) / 2)  # q1 exact match (no call), q2 unreadable
@@ -99,7 +100,8 @@ def test_trust_eval_extracts_answers_and_reports_fallback():
   assert out["answer_fallback_rate"] == pytest.approx(50.0)
   asqa = out["per_dataset"]["asqa"]
   assert asqa["F1_AC"] == pytest.approx(100.0) and asqa["F1_GC"] == pytest.approx(100.0)
-  assert paper_eval.trust_answer("<think>I apologize, but I couldn't find an answer</think> Yes [1].") == ("Yes [1].", True)
+  assert trust.answer_with_fallback(
+      "<think>I apologize, but I couldn't find an answer</think> Yes [1].") == ("Yes [1].", True)
   assert text.is_refusal("I apologize, but I couldn't find an answer")
 
 
@@ -112,8 +114,8 @@ def test_lear_eval():
   assert out["em"] == pytest.approx(50.0)
   assert out["f1"] == pytest.approx(100 * (1 + 2 * (1 / 3) * 1 / (1 / 3 + 1)) / 2)
   assert out["cr_total"] == pytest.approx(15 / 2) and out["n_empty"] == 1
-  with pytest.raises(ValueError, match="evaluate_lear"):
-    paper_eval.evaluate("lear", [], [])
+  # By recipe name, the reader's outputs are an option of LEAR's evaluator.
+  assert paper_eval.evaluate("lear", rollouts, examples, reader_outputs=readers) == out
 
 
 class WordNLI:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import toy_task
+from grounding_jax.rl import setup
 from grounding_jax.rl import trainer as trainer_lib
 from grounding_jax.rl import update as update_lib
 
@@ -46,9 +47,10 @@ def _batch(rows=16, group=4, prompt_len=6, completion_len=8, vocab=96):
 
 def _update(tr, batch):
   """(params before, params after, optimizer state after, metrics) of one jitted update."""
-  optimizer, key = tr._optimizer(tr.config.stages[0])
-  settings = update_lib.settings_from_config(tr.config)
-  train_step, _ = tr._programs(optimizer, key, settings)
+  view = setup.stage_config(tr.config, tr.config.stages[0])
+  optimizer, key = setup.optimizer(view, tr.config.stages[0].num_steps)
+  settings = update_lib.settings_from_config(view)
+  train_step, _ = setup.programs(tr.graphdef, optimizer, key, settings)
   before = jax.tree.map(lambda x: np.asarray(x), tr.params)
   params = jax.tree.map(jnp.copy, tr.params)  # train_step donates its inputs
   mini = tr.hosts.device_batch(batch, tr.config.update_loop.micro_batch_size)

@@ -68,7 +68,7 @@ CONFIGS += [losses.PolicyLossConfig(**{**_BASE, **v, "aggregation": agg}) for ag
 def _jax_loss(c):
   def f(logp, old, ref, adv, mask, ent):
     s, d, m = losses.policy_loss(logp, old, adv, mask, c, ref_logp=ref, entropy=ent)
-    return s / d, losses.finalize_metrics(m)
+    return s / d, losses.reduce_metrics([m])
   return jax.value_and_grad(f, has_aux=True)
 
 
@@ -104,11 +104,8 @@ def test_micro_batch_accumulation_is_exact(agg):
                               ref_logp=ref[i:i + 2], entropy=ent[i:i + 2]) for i in range(0, B, 2)]
   s2 = sum(p[0] for p in parts)
   d2 = sum(p[1] for p in parts)
-  m2 = parts[0][2]
-  for p in parts[1:]:
-    m2 = losses.combine_metrics(m2, p[2])
   np.testing.assert_allclose(s / d, s2 / d2, rtol=1e-6)
-  f1, f2 = losses.finalize_metrics(m), losses.finalize_metrics(m2)
+  f1, f2 = losses.reduce_metrics([m]), losses.reduce_metrics([p[2] for p in parts])
   for k in f1:
     np.testing.assert_allclose(f1[k], f2[k], rtol=1e-5, err_msg=k)
 
@@ -120,7 +117,7 @@ def test_on_policy_is_plain_policy_gradient():
 
   def f(lp):
     s, d, m = losses.policy_loss(lp, jax.lax.stop_gradient(lp), adv, mask, c)
-    return s / d, losses.finalize_metrics(m)
+    return s / d, losses.reduce_metrics([m])
   (loss, m), g = jax.value_and_grad(f, has_aux=True)(logp)
   np.testing.assert_allclose(m["ratio_min"], 1.0)
   np.testing.assert_allclose(m["ratio_max"], 1.0)

@@ -8,7 +8,7 @@ import numpy as np
 
 import toy_task
 from grounding_jax.rl import config as config_lib
-from grounding_jax.rl import rollout
+from grounding_jax.rl import collect
 from grounding_jax.rl import trainer
 from grounding_jax.rl import update
 
@@ -70,10 +70,10 @@ def test_dapo_options_and_off_policy_updates(tiny_checkpoint, tmp_path):
 def test_select_groups_refills_to_requested_size():
   usable = np.array([True, True, True, False, True, True])
   informative = np.array([False, True, False, True, True, False])
-  np.testing.assert_array_equal(rollout.select_groups(usable, informative, 2), [1, 4])
+  np.testing.assert_array_equal(collect.select_groups(usable, informative, 2), [1, 4])
   # Not enough informative groups after the cap: top up with usable constant groups, then unusable.
-  np.testing.assert_array_equal(rollout.select_groups(usable, informative, 5), [1, 4, 0, 2, 5])
-  np.testing.assert_array_equal(rollout.select_groups(usable, informative, 6), [1, 4, 0, 2, 5, 3])
+  np.testing.assert_array_equal(collect.select_groups(usable, informative, 5), [1, 4, 0, 2, 5])
+  np.testing.assert_array_equal(collect.select_groups(usable, informative, 6), [1, 4, 0, 2, 5, 3])
 
 
 def test_kill_and_resume_continues_exactly(tiny_checkpoint, tmp_path):

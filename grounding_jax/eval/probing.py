@@ -1,0 +1,96 @@
+"""Knowledge-boundary probing (TruthRL note 004 §5.3): sample a policy many times per question.
+
+"For each training question, we sample 256 responses, and the question is marked as OOK if none of the
+responses is correct." `probe_knowledge` counts the correct samples; `data.answerability.relabel_unknown`
+writes the OOK labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from grounding_jax import judges
+from grounding_jax import sampling
+from grounding_jax.data import retrieval
+from grounding_jax.data.schema import Example
+from grounding_jax.recipes import get_recipe
+from grounding_jax.text import tags
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResult:
+  """Knowledge-boundary probe: per question, how many of `num_samples` answers were correct."""
+  num_correct: np.ndarray  # int [P]
+  num_samples: int
+  answers: list[list[str]]  # [P][num_samples] extracted answers
+
+  @property
+  def known(self) -> np.ndarray:
+    """bool [P]: at least one sampled answer was correct (TruthRL: otherwise out-of-knowledge)."""
+    return self.num_correct > 0
+
+
+def _default_answer_fn(completion: str) -> str:
+  # TruthRL's answer is the boxed one; no box means no answer (never correct).
+  return tags.extract_boxed(completion) or ""
+
+
+def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
+                    num_samples: int = 256, max_new_tokens: int = 256, temperature: float = 1.0,
+                    top_p: float = 1.0, prompt_batch_size: int = 8, samples_per_call: int = 32,
+                    seed: int = 0, prompt_fn: Callable[[Example], str] | None = None,
+                    answer_fn: Callable[[str], str] | None = None, judge: Any = None,
+                    generate_fn: Callable[..., Any] | None = None) -> ProbeResult:
+  """Samples `num_samples` answers per question and counts the correct ones (TruthRL §3.1).
+
+  Args:
+    model, tokenizer: the policy being probed (labels are model-specific).
+    examples: questions with gold `answers` (and the passages the policy will see).
+    num_samples: answers per question (TruthRL: 256).
+    max_new_tokens, temperature, top_p: sampling settings (TruthRL samples at its rollout settings).
+    prompt_batch_size, samples_per_call: questions and samples per `generate_fn` call; bounds memory.
+    seed: base seed; each call gets a stable seed of (seed, first question index, sample offset).
+    prompt_fn: Example -> rendered prompt; default TruthRL's prompt through the tokenizer's template.
+    answer_fn: completion -> answer; default the last `\\boxed{}` (empty when there is none).
+    judge: a CorrectnessJudge (questions, predictions, golds) -> bool[N]; default exact match.
+    generate_fn: `grounding_jax.sampling.generate` by default; any callable with its signature whose
+      result has `.texts` (prompt-major) works.
+
+  Returns:
+    ProbeResult; `.known[i]` is False for out-of-knowledge questions.
+  """
+  if num_samples < 1 or samples_per_call < 1 or prompt_batch_size < 1:
+    raise ValueError(f"num_samples={num_samples}, samples_per_call={samples_per_call} and "
+                     f"prompt_batch_size={prompt_batch_size} must all be ≥ 1.")
+  for i, e in enumerate(examples):
+    if not e.answers:
+      raise ValueError(f"examples[{i}] (id {e.id!r}) has no gold answers; probing needs them.")
+  generate_fn = generate_fn or sampling.generate
+  prompt_fn = prompt_fn or (lambda ex: get_recipe("truthrl").render_prompt(ex, tokenizer))
+  answer_fn = answer_fn or _default_answer_fn
+  judge = judges.build(judge, role="correctness") or judges.ExactMatchJudge()
+
+  answers: list[list[str]] = [[] for _ in examples]
+  for start in range(0, len(examples), prompt_batch_size):
+    batch = list(examples[start:start + prompt_batch_size])
+    prompts = [prompt_fn(e) for e in batch]
+    for offset in range(0, num_samples, samples_per_call):
+      n = min(samples_per_call, num_samples - offset)
+      gen = generate_fn(model, tokenizer, prompts, max_new_tokens=max_new_tokens,
+                        temperature=temperature, top_p=top_p, num_samples=n,
+                        seed=retrieval.stable_seed("probe", seed, start, offset))
+      texts = list(gen.texts)
+      if len(texts) != len(batch) * n:
+        raise ValueError(f"generate_fn returned {len(texts)} texts for {len(batch)} prompts × {n} "
+                         "samples; it must return prompt-major rows.")
+      for j in range(len(batch)):
+        answers[start + j] += [answer_fn(t) for t in texts[j * n:(j + 1) * n]]
+
+  flat_q = [e.question for e, a in zip(examples, answers) for _ in a]
+  flat_pred = [p for a in answers for p in a]
+  flat_gold = [list(e.answers) for e, a in zip(examples, answers) for _ in a]
+  correct = np.asarray(judge(flat_q, flat_pred, flat_gold), bool).reshape(len(examples), num_samples)
+  return ProbeResult(num_correct=correct.sum(1), num_samples=num_samples, answers=answers)

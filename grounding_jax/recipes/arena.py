@@ -1,0 +1,265 @@
+"""ARENA (seed 002, note 002): name the relevant references, analyse them, answer in a short phrase.
+
+The policy writes `<relevance>[ids]</relevance><analysis>…</analysis><answer>…</answer>`. The
+adaptive reward (ARENA §3.2; note §3.3) is format + accuracy + relevance + bonus:
+
+    r_format    1 if `<relevance>[^<]*</relevance>\\s*<analysis>[^<]*</analysis>\\s*<answer>[^<]*</answer>`
+                matches from the first character (MULTILINE `$`: later lines are tolerated), else 0
+    r_accuracy  1 if ARENA-normalised <answer> equals a normalised gold answer, else 0
+    r_relevance 1 if the JSON id list in <relevance> equals set(gold_passage_ids), 0.5 if they
+                overlap, 0 otherwise (unparsable → 0)
+    r_bonus     10 if all three above are 1, else 0
+    reward      w_f·r_format + w_a·r_accuracy + w_r·r_relevance + w_b·r_bonus, weights 1 (code)
+
+Accuracy and relevance are extracted independently of the format check, as in the authors' code,
+so a mis-formatted output can still earn them. Values: {0, .5, 1, 1.5, 2, 2.5, 13}.
+
+Accuracy variants of the §5.4 ablation: accuracy="f1" (token F1 with ARENA normalisation; the bonus
+still needs accuracy == 1, an [INFERRED] choice since that code was not released) and
+accuracy="judge" (a CorrectnessJudge on the extracted answer, one batched call; an empty answer is
+0 without a call; exact match short-circuits). Setting a weight to 0 gives the §5.3 component
+ablations.
+
+Evaluation (note §6): EM, F1 and an LLM judge (LJ) as fractions (Table 3), plus the mean format and
+relevance scores (Fig. 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from grounding_jax import judges
+from grounding_jax import text
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.recipes import base
+from grounding_jax.text import tags
+
+# ------------------------------------------------------------------------------- prompt (note §2.4)
+# src/data_generator.py; line 1 ends with a space, the string ends with "</references>\n".
+PROMPT = (
+    "A conversation between User and Assistant. The user asks a question and give some references. The "
+    "assistant should answer the question based on the references. \n"
+    "User's input will always contain:\n"
+    "\n"
+    "<question>\n"
+    "[The question to answer]\n"
+    "</question>\n"
+    "\n"
+    "<references>\n"
+    "[References starting with numbers]\n"
+    "</references>\n"
+    "\n"
+    "Assistant's response must contain EXACTLY three sections:\n"
+    "\n"
+    "<relevance>\n"
+    "[List ONLY reference numbers that provide useful information in square brackets, e.g. [1,5]]\n"
+    "</relevance>\n"
+    "\n"
+    "<analysis>\n"
+    "[Combine information from relevant references to build the answer. Explicitly mention which "
+    "references support each claim]\n"
+    "</analysis>\n"
+    "\n"
+    "<answer>\n"
+    "[Answer with ONLY a short phrase or single word. No explanations]\n"
+    "</answer>\n"
+    "\n"
+    "**User**:\n"
+    "\n"
+    "<question>\n"
+    "{question}\n"
+    "</question>\n"
+    "\n"
+    "<references>\n"
+    "{references}\n"
+    "</references>\n"
+)
+
+
+def references(passages: Sequence[Passage]) -> str:
+  """ARENA `{references}`: "i. text" per line, 1-based, no titles; a lone passage is unnumbered (§2.5)."""
+  if len(passages) == 1:
+    return passages[0].text
+  return "\n".join(f"{i + 1}. {p.text}" for i, p in enumerate(passages))
+
+
+def _default(ex: Example) -> base.Messages:
+  return [{"role": "user", "content": base.fill(PROMPT, question=ex.question,
+                                                 references=references(ex.passages))}]
+
+
+# ------------------------------------------------------------------------------- parser (note §3.3)
+# `src/rewards.py`: no "<" inside sections, nothing before <relevance>, and MULTILINE "$" tolerates
+# text on lines after </answer>. re.match anchors at 0 and [^<]* cannot backtrack into a tag: linear.
+_FORMAT_RE = re.compile(
+    r"^<relevance>[^<]*</relevance>\s*<analysis>[^<]*</analysis>\s*<answer>[^<]*</answer>$",
+    re.S | re.M)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArenaOutput:
+  format_ok: bool
+  answer: str  # first <answer> block, stripped; "" if none (extracted independently of the format)
+  relevance_ids: tuple | None  # sorted set of the JSON list in <relevance>; None if unparsable
+
+
+def _parse_relevance(content: str | None) -> tuple | None:
+  # ARENA: `sorted(set(json.loads(...)))`; any failure (not JSON, not iterable, unhashable,
+  # unorderable) scores 0. Strings and floats survive (1.0 == 1 in Python; "1" != 1).
+  # A JSON string or object iterates as str, which never equals or overlaps the int gold ids.
+  try:
+    return tuple(sorted(set(json.loads((content or "").strip()))))
+  except Exception:  # noqa: BLE001 - mirrors the authors' bare except; model text may be anything
+    return None
+
+
+def parse(completion: str) -> ArenaOutput:
+  """Parses an ARENA response exactly as `format_reward` / `extract_answer` / `extract_support_ids`
+  (their regexes `<answer>\\s*(.*?)\\s*</answer>`: the first block, stripped)."""
+  answer_ = tags.first_block(completion, "answer")
+  return ArenaOutput(format_ok=_FORMAT_RE.match(completion) is not None,
+                     answer="" if answer_ is None else answer_.strip(),
+                     relevance_ids=_parse_relevance(tags.first_block(completion, "relevance")))
+
+
+# ------------------------------------------------------------------------------- reward (§3.2)
+
+class ArenaReward(base.RewardFn):
+  """ARENA reward. Range [0, w_f + w_a + w_r + w_b·bonus] = [0, 13] by default.
+
+  Needs example.answers and example.gold_passage_ids (1-indexed into example.passages).
+  Components: format, accuracy, relevance, bonus (unweighted values).
+  """
+
+  name = "arena"
+
+  def __init__(self, weights: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0),
+               bonus: float = 10.0, accuracy: str = "em", judge: Any = None):
+    if accuracy not in ("em", "f1", "judge"):
+      raise ValueError(f"arena: accuracy={accuracy!r}; use 'em' (the paper), 'f1' or 'judge'.")
+    judge = judges.lazy(judge, role="correctness")  # a spec from a config: loaded on first use
+    if accuracy == "judge" and not callable(judge):
+      raise ValueError("arena: accuracy='judge' needs judge=<callable(questions, predictions, golds) "
+                       "-> bool[N]> or a judge spec such as dict(kind='llm', path=FOLDER, style='arena').")
+    self.accuracy, self.judge = accuracy, judge
+    weights = tuple(float(w) for w in weights)
+    if len(weights) != 4 or min(weights) < 0 or bonus < 0:
+      raise ValueError(f"arena: weights={weights} must be 4 non-negative numbers (format, accuracy, "
+                       f"relevance, bonus) and bonus={bonus} >= 0.")
+    self.weights, self.bonus = weights, float(bonus)
+
+  @property
+  def reward_range(self) -> tuple[float, float]:
+    w = self.weights
+    return 0.0, w[0] + w[1] + w[2] + w[3] * self.bonus
+
+  def _gold_ids(self, i: int, ex: Example) -> set[int]:
+    if not ex.gold_passage_ids:
+      raise base.example_error(self.name, i, ex, "gold_passage_ids", "is empty",
+                               "ARENA's relevance reward needs the supporting passage ids.")
+    n = len(ex.passages)
+    for pid in ex.gold_passage_ids:
+      if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= n:
+        raise base.example_error(
+            self.name, i, ex, "gold_passage_ids", f"holds {pid!r}, outside 1..{n} (len(passages))",
+            "Ids are 1-indexed positions in `passages`; an unmatched supporting fact (-1) must be "
+            "fixed or the row dropped (ARENA note §9 item 9).")
+    return set(ex.gold_passage_ids)
+
+  def score(self, completions: list[str], examples: list[Example],
+            **extra: Any) -> dict[str, np.ndarray]:
+    n = len(completions)
+    comp = {k: np.zeros(n) for k in ("format", "accuracy", "relevance", "bonus")}
+    to_judge: list[tuple[int, str]] = []
+    for i, (completion, ex) in enumerate(zip(completions, examples)):
+      gold_ids = self._gold_ids(i, ex)
+      golds = base.require_answers(self.name, i, ex)
+      out = parse(completion)
+      comp["format"][i] = out.format_ok
+      norm = text.normalize_answer_arena
+      if self.accuracy == "f1":
+        comp["accuracy"][i] = text.token_f1(out.answer, golds, normalizer=norm)
+      else:
+        comp["accuracy"][i] = text.exact_match(out.answer, golds, normalizer=norm)
+        if self.accuracy == "judge" and comp["accuracy"][i] == 0 and out.answer.strip():
+          to_judge.append((i, out.answer))
+      ids = out.relevance_ids
+      if ids is not None:
+        try:
+          ids_set = set(ids)
+          # Python equality: 1.0 == 1, "1" != 1 (ARENA note §3.4 vectors).
+          comp["relevance"][i] = 1.0 if ids_set == gold_ids else (0.5 if ids_set & gold_ids else 0.0)
+        except TypeError:  # unhashable members cannot occur after parsing, but never raise
+          comp["relevance"][i] = 0.0
+    if to_judge:
+      idx = [i for i, _ in to_judge]
+      verdicts = base.check_judge_output(
+          self.name, "judge",
+          self.judge([examples[i].question for i in idx], [a for _, a in to_judge],
+                     [list(examples[i].answers) for i in idx]), len(idx))
+      comp["accuracy"][idx] = verdicts.astype(np.float64)
+    full = (comp["format"] == 1) & (comp["accuracy"] == 1) & (comp["relevance"] == 1)
+    comp["bonus"] = np.where(full, self.bonus, 0.0)
+    w = self.weights
+    reward = (w[0] * comp["format"] + w[1] * comp["accuracy"] + w[2] * comp["relevance"]
+              + w[3] * comp["bonus"])
+    return {"reward": reward, **comp}
+
+
+# ------------------------------------------------------------------------------- evaluation (§6)
+
+def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=None) -> dict[str, Any]:
+  """ARENA's EM, F1, LJ as fractions (Table 3), plus mean format and relevance scores (Fig. 2)."""
+  base.check_aligned(completions, examples)
+  for e in examples:
+    if not e.answers:
+      raise ValueError(f"arena evaluation: example {e.id!r} has no gold answers.")
+  golds = [list(e.answers) for e in examples]
+  answers = [parse(c).answer for c in completions]
+  out: dict[str, Any] = {}
+  scores = text.em_f1(answers, golds, normalizer="arena", scale=1.0)
+  out.update(em=scores["em"], f1=scores["f1"])
+  comp = ArenaReward()(list(completions), list(examples))
+  out.update(format_score=float(comp["format"].mean()), relevance_score=float(comp["relevance"].mean()))
+  judge = judges.build(judge, role="correctness")
+  if judge is not None:
+    lj = np.zeros(len(answers))
+    idx = [i for i, a in enumerate(answers) if a.strip()]  # empty extraction scores 0, no call
+    if idx:
+      lj[idx] = judge([examples[i].question for i in idx], [answers[i] for i in idx],
+                      [golds[i] for i in idx])
+      # ARENA's code scores a reply with neither "yes" nor "no" 0.5 (note §2.8).
+      unreadable = np.asarray(getattr(judge, "last_unparseable", np.zeros(len(idx), bool)), bool)
+      if unreadable.shape == (len(idx),):
+        lj[idx] += 0.5 * unreadable
+    out["lj"] = float(lj.mean()) if len(lj) else 0.0
+  return out
+
+
+class Arena(base.Recipe):
+  name = "arena"
+  paper = "ARENA (seed 002, note 002)"
+  templates = {"default": _default}
+  eval_decoding = base.Decoding(temperature=0.9, top_p=1.0, max_new_tokens=1024)  # src/vllm_inference.py
+  headline_metric = "em"
+  metric_columns = ("em", "f1", "lj", "format_score", "relevance_score")
+
+  def parse(self, completion: str) -> ArenaOutput:
+    return parse(completion)
+
+  def answer(self, completion: str) -> str:
+    return parse(completion).answer
+
+  def reward(self, **options: Any) -> ArenaReward:
+    return ArenaReward(**options)
+
+  def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
+    return evaluate(completions, examples, **kwargs)
+
+
+RECIPES = {"arena": Arena()}

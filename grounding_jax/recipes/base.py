@@ -1,0 +1,288 @@
+"""What a recipe is: everything one paper fixes about a grounded-QA task, in one object.
+
+A `Recipe` names its prompt templates (chat messages from an Example), the stop strings its rollouts
+need, how a completion is parsed and what answer it states, its reward (`reward(**options)`, a
+`RewardFn`), its paper's evaluation (`evaluate(completions, examples, ...)` → the numbers of the
+paper's main table), the decoding its paper evaluates with, and how its rollouts are sampled
+(`rollout(...)`; the standard one samples G completions per prompt, LEAR adds answer passes).
+
+The RL trainer reads all of this through `get_recipe(name)` and never names a recipe itself.
+
+Shared pieces for the recipe files: `fill` (template placeholders), `render` (chat template),
+`Decoding`, `RewardFn` and the example checks every reward uses.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.models.tokenizer import render_chat
+from grounding_jax.sampling import rollout as rollout_lib
+
+Messages = list[dict[str, str]]
+
+
+# ------------------------------------------------------------------------------------------ prompts
+
+def fill(template: str, **values: str) -> str:
+  """Replaces each `{key}` of the template in one pass. Like the authors' `str.replace` (the texts hold
+  literal braces such as `\\boxed{}`), but inserted text is never scanned again, so a passage that
+  happens to contain "{A}" or "{question}" (LaTeX, code) is kept intact."""
+  pattern = re.compile("|".join(re.escape("{" + k + "}") for k in values))
+  return pattern.sub(lambda m: values[m.group(0)[1:-1]], template)
+
+
+def titled(p: Passage, include_titles: bool = True) -> str:
+  """"title\\ntext" (or the text alone when there is no title or titles are off)."""
+  return f"{p.title}\n{p.text}" if include_titles and p.title else p.text
+
+
+def with_passages(ex: Example, passages: Sequence[Passage]) -> Example:
+  return dataclasses.replace(ex, passages=tuple(passages))
+
+
+def render(messages: Messages, tokenizer: Any = None, *, enable_thinking: bool | None = None) -> str:
+  """The prompt text: the messages through the tokenizer's chat template with the generation header
+  (Qwen3's `enable_thinking` passed only when set), or the last message's content without a tokenizer."""
+  if tokenizer is None:
+    return messages[-1]["content"]
+  return render_chat(tokenizer, messages, add_generation_prompt=True, enable_thinking=enable_thinking)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+  """How a paper samples its evaluation answers (temperature 0 = greedy)."""
+  temperature: float = 0.0
+  top_p: float = 1.0
+  max_new_tokens: int = 512
+  num_samples: int = 1
+
+
+# ------------------------------------------------------------------------------------------ rewards
+
+class RewardFn(abc.ABC):
+  """`fn(completions, examples, **extra) -> {"reward": float64[N], <component>: float64[N], ...}`.
+
+  A recipe subclasses it, sets `name`, implements `score(completions, examples, **extra)` returning
+  named float arrays (one of them "reward"), and reports its `reward_range`. The base class checks the
+  batch (caller errors raise) and what the recipe returns (recipe bugs raise). Model output never
+  raises: recipes turn malformed text into their format penalty. RewardFn objects are plain picklable
+  classes (no lambdas, no open handles of their own), so the trainer can ship them to worker processes.
+  """
+
+  name: str = "reward"
+
+  @property
+  @abc.abstractmethod
+  def reward_range(self) -> tuple[float, float]:
+    """(low, high) bounds of "reward" under this configuration (high may be +inf)."""
+
+  @abc.abstractmethod
+  def score(self, completions: list[str], examples: list[Example],
+            **extra: Any) -> dict[str, np.ndarray]:
+    """Scores a checked batch; see `__call__`."""
+
+  def __call__(self, completions: Sequence[str], examples: Sequence[Example],
+               **extra: Any) -> dict[str, np.ndarray]:
+    """Scores N completions, completions[i] written for examples[i].
+
+    Args:
+      completions: N decoded completion texts (special tokens removed).
+      examples: N `Example`s (repeat an example for each of its G samples).
+      **extra: recipe-specific per-completion inputs (see each recipe); the trainer passes
+        `completion_lengths` (response tokens) and `truncated` to every recipe, and unknown keys are
+        ignored, so the same extras go to any recipe.
+    Returns:
+      dict of float64 arrays of shape [N]: "reward" (the total) and named components.
+    Raises:
+      ValueError: mismatched lengths, a non-string completion, or a malformed Example (the message
+        names the example id and field).
+    """
+    completions, examples = list(completions), list(examples)
+    if len(completions) != len(examples):
+      raise ValueError(f"reward {self.name!r}: got {len(completions)} completions but "
+                       f"{len(examples)} examples; pass one example per completion.")
+    for i, c in enumerate(completions):
+      if not isinstance(c, str):
+        raise ValueError(f"reward {self.name!r}: completions[{i}] is {type(c).__name__}, expected str "
+                         "(decode token ids before scoring).")
+    for i, ex in enumerate(examples):
+      if not isinstance(ex, Example):
+        raise ValueError(f"reward {self.name!r}: examples[{i}] is {type(ex).__name__}, expected "
+                         "grounding_jax.data.schema.Example.")
+    out = self.score(completions, examples, **extra)
+    n = len(completions)
+    if "reward" not in out:
+      raise RuntimeError(f"reward {self.name!r} returned no 'reward' key (got {sorted(out)}).")
+    result = {}
+    for key, value in out.items():
+      arr = np.asarray(value, dtype=np.float64)
+      if arr.shape != (n,):
+        raise RuntimeError(f"reward {self.name!r}: component {key!r} has shape {arr.shape}, "
+                           f"expected ({n},).")
+      result[key] = arr
+    return result
+
+  def __repr__(self) -> str:
+    opts = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
+    return f"{type(self).__name__}({opts})"
+
+
+def example_error(recipe: str, index: int, example: Example, field: str, problem: str,
+                  fix: str = "") -> ValueError:
+  """A ValueError naming the recipe, the example (id and batch index), the field and the fix."""
+  msg = (f"reward {recipe!r}: example id={example.id!r} (batch index {index}): field "
+         f"`{field}` {problem}.")
+  return ValueError(msg + (f" {fix}" if fix else ""))
+
+
+def require_answers(recipe: str, index: int, example: Example) -> tuple[str, ...]:
+  """The example's gold answers; raises if there are none or one is not a string."""
+  if not example.answers:
+    raise example_error(recipe, index, example, "answers", "is empty",
+                        "This recipe scores answers against gold answers; fix or drop the row.")
+  for a in example.answers:
+    if not isinstance(a, str):
+      raise example_error(recipe, index, example, "answers", f"holds a {type(a).__name__} ({a!r})",
+                          "Answers must be strings.")
+  return tuple(example.answers)
+
+
+def require_meta(recipe: str, index: int, example: Example, key: str, kind: type) -> Any:
+  """example.meta[key], checked to be a `kind`."""
+  meta: Mapping[str, Any] = example.meta or {}
+  if key not in meta:
+    raise example_error(recipe, index, example, f"meta[{key!r}]", "is missing",
+                        f"This recipe needs meta[{key!r}] ({kind.__name__}).")
+  value = meta[key]
+  if not isinstance(value, kind):
+    raise example_error(recipe, index, example, f"meta[{key!r}]",
+                        f"is {type(value).__name__} ({value!r}), expected {kind.__name__}")
+  return value
+
+
+def require_extra(recipe: str, extra: Mapping[str, Any], key: str, n: int) -> list[Any]:
+  """extra[key] as a list of length n; raises naming the key when it is missing or mis-sized."""
+  if key not in extra or extra[key] is None:
+    raise ValueError(f"reward {recipe!r} needs the per-completion input {key}=[...] (length {n}); "
+                     f"got extras {sorted(extra)}.")
+  value = list(extra[key])
+  if len(value) != n:
+    raise ValueError(f"reward {recipe!r}: {key} has length {len(value)}, expected {n}.")
+  return value
+
+
+def check_judge_output(recipe: str, who: str, value: Any, n: int) -> np.ndarray:
+  """A judge's verdicts as bool[n]; raises (a judge bug, not model output) on a wrong shape."""
+  arr = np.asarray(value)
+  if arr.shape != (n,):
+    raise RuntimeError(f"reward {recipe!r}: {who} returned shape {arr.shape} for {n} inputs; "
+                       "judges must return one bool per input.")
+  return arr.astype(bool)
+
+
+def overlong_penalty(lengths: Sequence[int], max_length: int, buffer: int,
+                     factor: float = 1.0) -> np.ndarray:
+  """DAPO soft overlong punishment (DAPO Eq. 13): min(-(L - (max_length - buffer)) / buffer · factor, 0).
+
+  lengths are response token counts (including <think> and EOS). Returns float64 [N], in
+  [−factor, 0] for lengths ≤ max_length; e.g. 3072 / 1024 / 1.0 gives −0.5 at 2560, −1.0 at 3072.
+  """
+  lengths = np.asarray(lengths, dtype=np.float64)
+  expected = max_length - buffer
+  return np.minimum(-(lengths - expected) / buffer * factor, 0.0)
+
+
+def check_aligned(completions: Sequence[Any], examples: Sequence[Example]) -> None:
+  """Evaluators' input check: one completion per example."""
+  if len(completions) != len(examples):
+    raise ValueError(f"{len(completions)} completions for {len(examples)} examples.")
+
+
+# ------------------------------------------------------------------------------------------ recipes
+
+class Recipe(abc.ABC):
+  """One paper's grounded-QA recipe. Subclasses set the class attributes and override what differs.
+
+  Attributes:
+    name: the registry name (get_recipe(name)).
+    paper: the paper and note it reproduces.
+    templates: template name -> builder(example, **options) -> Messages; "default" is the training
+      prompt, other names are the paper's baselines (e.g. GRACE's 3-shot prompts).
+    stop: stop strings the rollout and evaluation sampling honour.
+    eval_decoding: the paper's evaluation decoding.
+    reward_variants: other registered reward names -> the reward options they stand for (e.g.
+      "truthrl_binary" -> {"scheme": "binary"}); get_reward(variant) builds them.
+    headline_metric: the key of `evaluate`'s result that the paper ranks models by.
+    metric_columns: the keys of `evaluate`'s result in the order of the paper's main table.
+  """
+
+  name: str = ""
+  paper: str = ""
+  templates: Mapping[str, Callable[..., Messages]] = {}
+  stop: tuple[str, ...] = ()
+  eval_decoding: Decoding = Decoding()
+  reward_variants: Mapping[str, Mapping[str, Any]] = {}
+  headline_metric: str = ""
+  metric_columns: tuple[str, ...] = ()
+
+  # --- prompts
+  def messages(self, example: Example, *, template: str = "default", **options: Any) -> Messages:
+    """The chat messages ([{"role", "content"}]) of `example` under one of `templates`; `options` are
+    the template's formatting options (e.g. GRACE: numbered, include_titles)."""
+    if template not in self.templates:
+      raise ValueError(f"recipe {self.name!r} has no prompt template {template!r}; "
+                       f"known: {sorted(self.templates)}")
+    try:
+      return self.templates[template](example, **options)
+    except TypeError as e:
+      raise TypeError(f"recipe {self.name!r} template {template!r}: {e}") from e
+
+  def render_prompt(self, example: Example, tokenizer: Any = None, *,
+                    enable_thinking: bool | None = None, template: str = "default",
+                    **options: Any) -> str:
+    """The prompt text of `example` (chat template applied when a tokenizer is given)."""
+    return render(self.messages(example, template=template, **options), tokenizer,
+                  enable_thinking=enable_thinking)
+
+  # --- reading completions
+  @abc.abstractmethod
+  def parse(self, completion: str) -> Any:
+    """The recipe's structured reading of a completion (never raises)."""
+
+  @abc.abstractmethod
+  def answer(self, completion: str) -> str:
+    """The answer a completion states, as the paper's evaluator extracts it ("" when none)."""
+
+  # --- reward and evaluation
+  @abc.abstractmethod
+  def reward(self, **options: Any) -> RewardFn:
+    """The recipe's RewardFn built with `options` (each reward class's constructor arguments)."""
+
+  @abc.abstractmethod
+  def evaluate(self, completions: Sequence[str], examples: Sequence[Example],
+               **kwargs: Any) -> dict[str, Any]:
+    """The paper's evaluation numbers for `completions[i]` answering `examples[i]`."""
+
+  # --- rollouts
+  def rollout(self, model, tokenizer, examples: Sequence[Example], prompt_fn: Callable[[Example], str],
+              settings: rollout_lib.SamplingSettings, *, seed, mesh=None,
+              options: Mapping[str, Any] | None = None) -> rollout_lib.RolloutRound:
+    """Samples `settings.group_size` completions per example (the standard GRPO rollout).
+
+    `options` are the recipe's rollout options from `config.rollout.options` (none here).
+    Returns the trained sequences, the texts the reward scores and the reward's extra inputs.
+    """
+    if options:
+      raise ValueError(f"recipe {self.name!r} takes no rollout options; got {sorted(options)}")
+    ro = rollout_lib.sample(model, tokenizer, examples, prompt_fn, settings, seed=seed, mesh=mesh)
+    return rollout_lib.RolloutRound(rollout=ro, completions=list(ro.texts), extras={})
+
+  def __repr__(self) -> str:
+    return f"<recipe {self.name!r} ({self.paper})>"

@@ -1,0 +1,394 @@
+"""GRACE (seed 000, note 000): choose the evidence or your own knowledge, then answer; gated reward.
+
+The policy writes `[<think>…</think>] (<evidence>…</evidence> | <llm>…</llm>) <answer>…</answer>`:
+quote the passage text that answers (the `<evidence>` path) or, when the passages do not hold the
+answer, recall it (the `<llm>` path). The reward (Eq. 1, Alg. 1; note §3) is gated on the text after
+the last `</think>`:
+
+    R = 0                                     invalid format
+        R_f                                   valid format, wrong path          (0.5)
+        R_f + R_p                             correct <llm> path                (1.5)
+        R_f + R_p + α·RL(evidence) + β·RL(answer)   correct <evidence> path     (1.5 … 6.5)
+
+RL is ROUGE-L F1 (rouge-score, stemming, max over references). α = 2, β = 3 from the authors' code
+(`src/custom_reward_v2.py`; the paper gives none). Gold path: `<llm>` when `example.answerable is
+False`, `<evidence>` when it is True; when it is None, the authors' rule: `<llm>` iff the example has
+no non-empty gold evidence (`gt_evidence == [""]`). References: `example.evidence` (HotpotQA: one
+string, the supporting sentences joined by " "; QASPER: the annotators' paragraphs) and
+`example.answers`.
+
+Evaluation (§4.3, note §6.3): answerable items by EM (ARENA normalisation), BERTScore-F1 and an LLM
+judge; unanswerable items by taking the `<llm>` path (GRACE-format outputs) or refusal EM / judge;
+Overall and Balanced accuracy; evidence ROUGE-L (Table 5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from grounding_jax import text
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.judges import prompts as judge_prompts
+from grounding_jax.recipes import base
+from grounding_jax.recipes import grace_baselines as GB
+from grounding_jax.text import tags
+
+# ------------------------------------------------------------------------------- prompts (note §2.3)
+# src/prompts.py key "default". Note the U+2011 non-breaking hyphen in "evidence‑validation", the
+# trailing spaces after three sentences, and the 4-space indent before {ref}. Each line is a separate
+# literal so that editors cannot strip a trailing space unseen.
+SYSTEM = (
+    "You are an evidence\u2011validation assistant. For each query, you are given a question wrapped "
+    "inside the <question>...</question> tag, and a series of documents as evidence wrapped inside the "
+    "<ref>...</ref> tag. To solve these questions, you must follow this **exact** process without "
+    "deviation:\n"
+    "\n"
+    "### Instructions:\n"
+    "\n"
+    "1. You need to first figure out if the evidences are relevant and useful to the question. \n"
+    "\n"
+    "    - If the evidences are **NOT** relevant, you should recall your knowledge about this question "
+    "and wrap the process of recalling inside the token of <llm>...</llm>. \n"
+    "\n"
+    "    - If the evidences are relevant, you should select the evidence that is most relevant to the "
+    "question and wrap the selected texts inside the token of <evidence>...</evidence>. \n"
+    "\n"
+    "2. You should then answer the question based on the selected evidence or your knowledge. The answer "
+    "should be wrapped inside the token of <answer>...</answer>."
+)
+USER = (
+    "Here is the question and the references: \n"
+    "<question>{question}</question>\n"
+    "<ref>\n"
+    "    {ref}\n"
+    "</ref>\n"
+)
+
+
+def references(passages: Sequence[Passage], *, numbered: bool = False, include_titles: bool = True
+               ) -> str:
+  """GRACE `{ref}`: chunks ("title\\ntext") joined by blank lines; "1.chunk" when numbered (§2.4)."""
+  texts = [base.titled(p, include_titles) for p in passages]
+  if numbered:
+    texts = [f"{i + 1}.{t}" for i, t in enumerate(texts)]
+  return "\n\n".join(texts)
+
+
+def _default(ex: Example, *, numbered: bool = False, include_titles: bool = True) -> base.Messages:
+  ref = references(ex.passages, numbered=numbered, include_titles=include_titles)
+  return [{"role": "system", "content": SYSTEM},
+          {"role": "user", "content": base.fill(USER, question=ex.question, ref=ref)}]
+
+
+def _baseline(template: Sequence[dict[str, str]], default_numbered: bool):
+  """GRACE's baseline message lists (App. A.2–A.4): demos kept, the last user turn filled."""
+
+  def build(ex: Example, *, numbered: bool = default_numbered, include_titles: bool = True
+            ) -> base.Messages:
+    ref = references(ex.passages, numbered=numbered, include_titles=include_titles)
+    messages = [dict(m) for m in template]
+    messages[-1]["content"] = base.fill(messages[-1]["content"], question=ex.question, ref=ref)
+    return messages
+
+  return build
+
+
+# ------------------------------------------------------------------------------- parser (note §3.3)
+
+@dataclasses.dataclass(frozen=True)
+class GraceOutput:
+  post_think: str  # text after the LAST "</think>", stripped (the whole text if there is none)
+  format_ok: bool
+  path: str | None  # "evidence" or "llm" when format_ok, else None
+  evidence: str | None  # <evidence> content, not stripped (authors' code), when path == "evidence"
+  answer: str | None  # <answer> content, not stripped, when format_ok
+
+
+_TAGS = ("<llm>", "</llm>", "<evidence>", "</evidence>", "<answer>", "</answer>")
+_STRICT_RE = re.compile(r"\s*(?:<evidence>.*?</evidence>|<llm>.*?</llm>)\s*<answer>.*?</answer>\s*", re.S)
+
+
+def parse(completion: str, *, strict_format: bool = False) -> GraceOutput:
+  """Parses a GRACE response (`src/custom_reward_v2.py`).
+
+  Lenient (default, the authors' code): exactly 4 of the six tag strings in total, a complete
+  <answer> block, exactly one complete <llm> or <evidence> block, and no "<answer>" inside that
+  block; order and surrounding text are not checked. strict_format additionally requires the
+  order block-then-answer with only whitespace around (the paper's wording; §3.3 "strict mode").
+  The path is "evidence" iff "<evidence>" occurs in the post-think text; tags inside <think> are
+  ignored because only the text after the last "</think>" is read (Alg. 1 line 1).
+  """
+  y = tags.after_think(completion)
+  bad = GraceOutput(y, False, None, None, None)
+  if tags.count_tags(y, _TAGS) != 4:
+    return bad
+  # With exactly 4 tags, each complete block's tags occur once, so these are the blocks themselves.
+  llm, evidence, answer = (tags.first_block(y, t) for t in ("llm", "evidence", "answer"))
+  if answer is None or (llm is None) == (evidence is None):
+    return bad
+  if "<answer>" in (llm if llm is not None else evidence):
+    return bad
+  if strict_format and _STRICT_RE.fullmatch(y) is None:
+    return bad
+  if evidence is not None:
+    return GraceOutput(y, True, "evidence", evidence, answer)
+  return GraceOutput(y, True, "llm", None, answer)
+
+
+def answer(completion: str) -> str:
+  """GRACE's evaluator (`src/evaluator.py`, note §6.3): the text after the last </think>; the first
+  <answer> block if any, else the whole remaining text (so tag-less baselines are scorable)."""
+  y = tags.after_think(completion)
+  found = tags.first_block(y, "answer")
+  return y if found is None else found
+
+
+# ------------------------------------------------------------------------------- reward (Eq. 1)
+
+class GraceReward(base.RewardFn):
+  """GRACE reward. Range [0, format_reward + path_reward + α + β] (6.5 by default); minus up to
+  `overlong_factor` when the overlong penalty is on.
+
+  Components: format (0 / R_f), path (0 / R_p), evidence_rouge, answer_rouge (0 unless the correct
+  evidence path), llm_path (1 if a valid response took the <llm> path), gold_llm (1 if the gold path
+  is <llm>), overlong (≤ 0).
+
+  The optional DAPO overlong penalty (GRACE Table 2: 3072 / 1024 / 1.0) reads the extra
+  `completion_lengths` (response token counts, which the trainer passes); leave it off when the
+  trainer applies its own overlong shaping (config.dapo.overlong_shaping).
+  """
+
+  name = "grace"
+
+  def __init__(self, alpha: float = 2.0, beta: float = 3.0, format_reward: float = 0.5,
+               path_reward: float = 1.0, strict_format: bool = False, content: str = "rouge",
+               overlong_penalty: bool = False, max_response_length: int = 3072,
+               overlong_buffer: int = 1024, overlong_factor: float = 1.0):
+    if content not in ("rouge", "em"):
+      raise ValueError(f"grace: content={content!r}; use 'rouge' (the paper) or 'em' (App. C.1 "
+                       "ablation).")
+    if min(alpha, beta, format_reward, path_reward) < 0:
+      raise ValueError("grace: alpha, beta, format_reward and path_reward must be >= 0.")
+    if overlong_penalty and not 0 < overlong_buffer <= max_response_length:
+      raise ValueError(f"grace: overlong_buffer={overlong_buffer} must be in (0, "
+                       f"max_response_length={max_response_length}].")
+    self.alpha, self.beta = float(alpha), float(beta)
+    self.format_reward, self.path_reward = float(format_reward), float(path_reward)
+    self.strict_format, self.content = strict_format, content
+    self.overlong_penalty = overlong_penalty
+    self.max_response_length, self.overlong_buffer = max_response_length, overlong_buffer
+    self.overlong_factor = float(overlong_factor)
+
+  @property
+  def reward_range(self) -> tuple[float, float]:
+    low = -self.overlong_factor if self.overlong_penalty else 0.0
+    return low, self.format_reward + self.path_reward + self.alpha + self.beta
+
+  def _gold_path(self, i: int, ex: Example) -> str:
+    has_evidence = any(isinstance(e, str) and e for e in ex.evidence)
+    if ex.answerable is None:
+      gold = "evidence" if has_evidence else "llm"
+    else:
+      gold = "evidence" if ex.answerable else "llm"
+    if gold == "evidence":
+      if not has_evidence:
+        raise base.example_error(self.name, i, ex, "evidence", "is empty for an answerable example",
+                                 "GRACE scores <evidence> against gold evidence sentences.")
+      base.require_answers(self.name, i, ex)
+    return gold
+
+  def _similarity(self, prediction: str, references_: Sequence[str]) -> float:
+    refs = [r for r in references_ if r]
+    if self.content == "em":
+      return text.exact_match(prediction, refs)
+    return text.rouge_l_f1(prediction, refs)
+
+  def score(self, completions: list[str], examples: list[Example],
+            **extra: Any) -> dict[str, np.ndarray]:
+    n = len(completions)
+    comp = {k: np.zeros(n) for k in ("format", "path", "evidence_rouge", "answer_rouge", "llm_path",
+                                     "gold_llm", "overlong")}
+    for i, (completion, ex) in enumerate(zip(completions, examples)):
+      gold = self._gold_path(i, ex)
+      comp["gold_llm"][i] = gold == "llm"
+      out = parse(completion, strict_format=self.strict_format)
+      if not out.format_ok:
+        continue
+      comp["format"][i] = self.format_reward
+      comp["llm_path"][i] = out.path == "llm"
+      if out.path != gold:
+        continue
+      comp["path"][i] = self.path_reward
+      if out.path == "evidence":
+        comp["evidence_rouge"][i] = self._similarity(out.evidence, ex.evidence)
+        comp["answer_rouge"][i] = self._similarity(out.answer, ex.answers)
+    reward = (comp["format"] + comp["path"] + self.alpha * comp["evidence_rouge"]
+              + self.beta * comp["answer_rouge"])
+    if self.overlong_penalty:
+      lengths = base.require_extra(self.name, extra, "completion_lengths", n)
+      comp["overlong"] = base.overlong_penalty(lengths, self.max_response_length,
+                                               self.overlong_buffer, self.overlong_factor)
+      reward = reward + comp["overlong"]
+    return {"reward": reward, **comp}
+
+
+# ------------------------------------------------------------------------------- evaluation (§6.3)
+
+# GRACE's unanswerable-subset EM targets (note §6.3, App. A.5); its judge uses the first three
+# (judges.prompts.GRACE_JUDGE_REFUSALS).
+EM_REFUSALS = (
+    "I don't know.",
+    "The provided evidence is not enough to answer the question.",
+    "I apologize, but I couldn't find an answer to your question in the search results.",
+    "Based on the provided context, I cannot answer this question.",
+)
+
+
+def refusal_em(predictions: Sequence[str]) -> np.ndarray:
+  """bool [N]: GRACE's unanswerable "Acc.": ARENA-normalised EM against EM_REFUSALS.
+
+  For GRACE-format outputs the paper's signal is the `<llm>` path instead (note §9 item 26).
+  """
+  targets = {text.normalize_answer_arena(r) for r in EM_REFUSALS}
+  return np.array([isinstance(p, str) and text.normalize_answer_arena(p) in targets
+                   for p in predictions], bool)
+
+
+def _bool(x, name: str) -> np.ndarray:
+  a = np.asarray(x)
+  if a.ndim != 1:
+    raise ValueError(f"{name} must be 1-D, got shape {a.shape}.")
+  return a.astype(bool)
+
+
+def accuracy(correct: Sequence[bool], answerable: Sequence[bool]) -> dict[str, float]:
+  """GRACE's aggregates in % (note §6.3): per-subset judge accuracy, Overall Acc. and B. Acc.
+
+  `correct[i]` is the judge verdict: on answerable items "the answer is right", on unanswerable
+  items "the response signals evidence insufficiency". Overall = pooled accuracy; B. Acc. = the mean
+  of the two subset accuracies (a missing subset counts as 0 and is reported by its count).
+  """
+  c, a = _bool(correct, "correct"), _bool(answerable, "answerable")
+  if c.shape != a.shape:
+    raise ValueError(f"correct {c.shape} and answerable {a.shape} must align.")
+  n_ans, n_un = int(a.sum()), int((~a).sum())
+  acc_ans = 100.0 * c[a].mean() if n_ans else 0.0
+  acc_un = 100.0 * c[~a].mean() if n_un else 0.0
+  overall = 100.0 * c.mean() if c.size else 0.0
+  return {"accuracy_answerable": acc_ans, "accuracy_unanswerable": acc_un, "overall_accuracy": overall,
+          "balanced_accuracy": (acc_ans + acc_un) / 2, "n_answerable": n_ans, "n_unanswerable": n_un}
+
+
+def error_analysis(predicted_sufficient: Sequence[bool], answerable: Sequence[bool],
+                   correct: Sequence[bool]) -> dict[str, float]:
+  """GRACE §4.5 / Fig. 3 in %: sufficiency as binary classification (positive = evidence sufficient).
+
+  predicted_sufficient: the model answered from evidence (`<evidence>` path; `<answer>` action for
+  agentic baselines); correct: the answer's verdict. TP = C + I, where C / I are the correct /
+  incorrect answers among true positives. Returns classification accuracy (TP+TN)/N, answer precision
+  C/(C+I) and the false positive rate FP/(FP+TN).
+  """
+  p, a, c = (_bool(predicted_sufficient, "predicted_sufficient"), _bool(answerable, "answerable"),
+             _bool(correct, "correct"))
+  if not p.shape == a.shape == c.shape:
+    raise ValueError(f"shapes {p.shape}, {a.shape}, {c.shape} must align.")
+  tp, tn, fp = p & a, ~p & ~a, p & ~a
+  n_c = int((tp & c).sum())
+
+  def pct(num, den):
+    return 100.0 * num / den if den else 0.0
+
+  return {"classification_accuracy": pct(tp.sum() + tn.sum(), p.size),
+          "answer_precision": pct(n_c, tp.sum()), "false_positive_rate": pct(fp.sum(), fp.sum() + tn.sum())}
+
+
+def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=None,
+             bertscorer=None, grace_format: bool = True) -> dict[str, Any]:
+  """GRACE's Table 1 numbers in %.
+
+  Answerable items: EM (ARENA normalisation), BERTScore-F1 (`bertscorer`, a BertScorer on
+  bert-base-uncased), LJ (`judge`, e.g. LLMCorrectnessJudge(style="grace")), and Table 5's evidence
+  ROUGE-L (the `<evidence>` content against the gold evidence).
+  Unanswerable items: with grace_format (GRACE's own outputs) correct iff the format is valid and the
+  `<llm>` path was taken (note §9 item 26); otherwise refusal-string EM and the judge against the
+  refusal list. Overall / Balanced accuracy use LJ when a judge is given, else the EM-style verdicts.
+  """
+  base.check_aligned(completions, examples)
+  answerable = np.array([e.answerable is not False for e in examples])
+  preds = [answer(c) for c in completions]
+  golds = [list(e.answers) for e in examples]
+  ans_idx, un_idx = np.flatnonzero(answerable), np.flatnonzero(~answerable)
+  out: dict[str, Any] = {"n_answerable": len(ans_idx), "n_unanswerable": len(un_idx)}
+  em = text.em_f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx], normalizer="arena")
+  out["em_answerable"] = em["em"]
+  correct_em = np.zeros(len(examples), bool)
+  correct_em[ans_idx] = em["em_per_example"] == 1
+  # Table 5's ER: ROUGE-L of the <evidence> content ("" when there is none) vs the gold evidence.
+  evidence = [tags.first_block(tags.after_think(completions[i]), "evidence") or "" for i in ans_idx]
+  out["evidence_rouge_l_answerable"] = 100.0 * float(np.mean(
+      [text.rouge_l_f1(e, [r for r in examples[i].evidence if r]) for e, i in zip(evidence, ans_idx)])
+  ) if len(ans_idx) else 0.0
+  if bertscorer is not None:
+    out["bertscore_f1_answerable"] = bertscorer.f1([preds[i] for i in ans_idx],
+                                                   [golds[i] for i in ans_idx])["bertscore_f1"]
+  if grace_format:
+    parsed = [parse(completions[i]) for i in un_idx]
+    correct_em[un_idx] = [p.format_ok and p.path == "llm" for p in parsed]
+  else:
+    correct_em[un_idx] = refusal_em([preds[i] for i in un_idx])
+  out["acc_unanswerable"] = 100.0 * correct_em[un_idx].mean() if len(un_idx) else 0.0
+  verdicts, source = correct_em, "em"
+  if judge is not None:
+    lj = correct_em.copy()
+    if len(ans_idx):
+      lj[ans_idx] = judge([examples[i].question for i in ans_idx], [preds[i] for i in ans_idx],
+                          [golds[i] for i in ans_idx])
+    if len(un_idx) and not grace_format:
+      refusals = list(judge_prompts.GRACE_JUDGE_REFUSALS)
+      lj[un_idx] = judge([examples[i].question for i in un_idx], [preds[i] for i in un_idx],
+                         [refusals] * len(un_idx))
+    out["lj_answerable"] = 100.0 * lj[ans_idx].mean() if len(ans_idx) else 0.0
+    out["lj_unanswerable"] = 100.0 * lj[un_idx].mean() if len(un_idx) else 0.0
+    verdicts, source = lj, "judge"
+  agg = accuracy(verdicts, answerable)
+  out.update(overall_accuracy=agg["overall_accuracy"], balanced_accuracy=agg["balanced_accuracy"],
+             accuracy_source=source)
+  return out
+
+
+class Grace(base.Recipe):
+  name = "grace"
+  paper = "GRACE (seed 000, note 000)"
+  templates = {
+      "default": _default,
+      # GRACE's prompted baselines: 3-shot demos (contexts as unnumbered "title\ntext" chunks, like the
+      # demos), and ARENA's prompt with abstention, whose "[References starting with numbers]" we meet
+      # with GRACE's "1.chunk" numbering [DECISION; the note does not say which formatter it used].
+      "few_shot_hotpotqa": _baseline(GB.GRACE_FEW_SHOT_HOTPOTQA, default_numbered=False),
+      "few_shot_qasper": _baseline(GB.GRACE_FEW_SHOT_QASPER, default_numbered=False),
+      "arena_baseline": _baseline(GB.GRACE_ARENA_BASELINE, default_numbered=True),
+  }
+  eval_decoding = base.Decoding(temperature=0.6, top_p=0.9, max_new_tokens=3072)  # Table 2, §6.5
+  headline_metric = "overall_accuracy"
+  metric_columns = ("em_answerable", "bertscore_f1_answerable", "lj_answerable", "acc_unanswerable",
+                    "lj_unanswerable", "overall_accuracy", "balanced_accuracy",
+                    "evidence_rouge_l_answerable")
+
+  def parse(self, completion: str) -> GraceOutput:
+    return parse(completion)
+
+  def answer(self, completion: str) -> str:
+    return answer(completion)
+
+  def reward(self, **options: Any) -> GraceReward:
+    return GraceReward(**options)
+
+  def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
+    return evaluate(completions, examples, **kwargs)
+
+
+RECIPES = {"grace": Grace()}

@@ -1,0 +1,307 @@
+"""LEAR (seed 003, note 003): reason, extract rational evidence, and answer from masked contexts.
+
+The policy writes `<reason>r</reason><extract>e</extract>` (stop "</extract>", Table 10), then answers
+three times from hard-masked contexts (Eq. 4, lear_rollout.py); only ỹ = {r, e, o_f} is trained on.
+At evaluation a separate reader answers from (q, e) alone (Table 7; EM / F1 and the compression ratio
+CR of the extracts, note §9). The reward (§3.2, Eqs. 5–9; note §5):
+
+    R = 0.8 · R_ans + 0.1 · R_len + 0.1 · R_fmt                                   (Eq. 9)
+    R_ans = mean(F1(a, o_r), F1(a, o_e), F1(a, o_f))                              (Eq. 5)
+    R_len = mean(R_len_r, R_len_e)                                                (Eqs. 6–7)
+    R_len_r = σ((L_r/L_e − 1)/τ) if L_r ≥ L_e else σ((1 − L_e/L_r)/τ)
+    R_len_e = 1 if 1 − L_e/L_P ≥ ω else max(1 − L_e/L_P, 0)^γ
+    R_fmt = 1 if ỹ = rollout + o_f is <reason>…</reason><extract>…</extract><answer>…</answer>
+
+The completion is the extractor rollout `<reason>r</reason><extract>e</extract>` (sampled until the
+stop string `</extract>`; pass it with the stop string). The three answer passes come in as extras,
+one string per completion, each the text of a `<answer>…</answer>` generation (include the forced
+"<answer>" prefix and the "</answer>" stop string):
+    answers_rationale  o_r, generated from (q, P, r) with e hard-masked
+    answers_evidence   o_e, generated from (q, e) with P and r hard-masked
+    answers_full       o_f, generated from the full context (q, P, r, e)
+
+Decisions (note §5, §13): F1 is SQuAD unigram F1, max over gold aliases; a pass without an
+<answer> block scores 0. Lengths are token counts of the tag contents with `tokenizer` (an object
+with `encode(text, add_special_tokens=False)`), or whitespace words when tokenizer is None; L_P is the
+summed length of the example's passage texts; lengths are floored at 1 and the Eq. 7 base clamped at
+0. When the rollout lacks a complete <reason> or <extract> block, R_len = 0. τ and γ are unreported
+in the paper (tuned over {.1,.2,.5,1} and {.1,.3,.5,.8,1}); defaults 0.5 / 0.5.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from grounding_jax import text
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.recipes import base
+from grounding_jax.recipes import lear_rollout
+from grounding_jax.text import tags
+
+# ------------------------------------------------------------------------------- prompts (note §3.2)
+# Line breaks as in the extracted paper text; curly apostrophes kept.
+EXTRACT_PROMPT = (  # Table 10, the policy prompt; generation stops at "</extract>"
+    "You are a highly skilled knowledge reasoner and extractor.\n"
+    "Your task is to carefully read the given question and passages to reason how the passages lead to "
+    "the answer and extract relevant information that may be used to answer the question. Follow these "
+    "steps: 1. In the <reason></reason> tag, perform the following steps. Question Analysis: Analyze the "
+    "question to understand the specific information they are seeking. Identify the key concepts, "
+    "entities, and relationships involved. Passage Analysis: For each passage, carefully read and identify "
+    "sentences or phrases that are useful for answering the given question. 2. In the <extract></extract> "
+    "tag, synthesize useful information from the passages into a coherent narrative. Organize the "
+    "information logically and concisely. 3. In <answer></answer> tags, give a short answer to the given "
+    "question, based on the passages, reasoning information, and extracted knowledge. If none of them "
+    "work, please answer the question based on your knowledge. Question: {question} Passages: {passages}"
+)
+READER_PROMPT = (  # Table 7, retrieval-augmented QA (the reader); {document} = passages or evidence
+    "You are a helpful assistant. Your task is:\n"
+    "1. Read the given question and use the documents provided to answer the question. 2. If the "
+    "documents don\u2019t work, please answer the question based on your own knowledge. Question: "
+    "{question} Document: {document} Answer:"
+)
+CLOSED_BOOK_PROMPT = (  # Table 8, baseline "Zero"
+    "You are a helpful assistant. Your task is:\n"
+    "1. Read the given question and then answer the question directly. 2. Give a short answer to the "
+    "question based on your own knowledge. Question: {question} Answer:"
+)
+COT_PROMPT = (  # Table 9, baseline "CoT"
+    "You are a helpful assistant. Your task is:\n"
+    "Read the given documents, and answer the question below. Question: {question} Document: {document} "
+    "Let\u2019s think step by step."
+)
+
+STOP = ("</extract>",)  # Table 10 caption: generation terminates at '</extract>'
+ANSWER_STOP = ("</answer>",)  # the three answer passes stop at the closing tag (note §14)
+
+
+def passages_text(passages: Sequence[Passage], *, include_titles: bool = True) -> str:
+  """LEAR `{passages}`: "Passage i: title\\ntext" per line (note §3.2 [DECISION]; the paper is silent)."""
+  return "\n".join(f"Passage {i + 1}: {base.titled(p, include_titles)}" for i, p in enumerate(passages))
+
+
+def _extractor(ex: Example, *, include_titles: bool = True) -> base.Messages:
+  return [{"role": "user", "content": base.fill(EXTRACT_PROMPT, question=ex.question,
+                                                 passages=passages_text(ex.passages,
+                                                                        include_titles=include_titles))}]
+
+
+def _reader(ex: Example, *, document: str | None = None, include_titles: bool = True) -> base.Messages:
+  if document is None:  # "Full" setting: the reader sees all passages
+    document = passages_text(ex.passages, include_titles=include_titles)
+  return [{"role": "user", "content": base.fill(READER_PROMPT, question=ex.question, document=document)}]
+
+
+def _closed_book(ex: Example) -> base.Messages:
+  return [{"role": "user", "content": base.fill(CLOSED_BOOK_PROMPT, question=ex.question)}]
+
+
+def _cot(ex: Example, *, include_titles: bool = True) -> base.Messages:
+  document = passages_text(ex.passages, include_titles=include_titles)
+  return [{"role": "user", "content": base.fill(COT_PROMPT, question=ex.question, document=document)}]
+
+
+# ------------------------------------------------------------------------------- parser (note §5.3)
+
+_TAGS = ("<reason>", "</reason>", "<extract>", "</extract>", "<answer>", "</answer>")
+# The self-contained sequence ỹ = rollout + o_f [DECISION], non-empty contents.
+_FORMAT_RE = re.compile(
+    r"^\s*<reason>(.+?)</reason>\s*<extract>(.+?)</extract>\s*<answer>(.+?)</answer>\s*$", re.S)
+
+
+def format_ok(rollout: str, answer_full: str) -> bool:
+  """Eq. 8 on ỹ = rollout + o_f: the three blocks in order, non-empty, each tag exactly once (the
+  counts are checked first: with each tag once the regex cannot backtrack, so this is linear)."""
+  y = rollout + answer_full
+  return all(y.count(t) == 1 for t in _TAGS) and _FORMAT_RE.match(y) is not None
+
+
+def answer(text_: str) -> str:
+  """The <answer> content of a completion or answer pass ("" when it has none)."""
+  return tags.first_block(text_, "answer") or ""
+
+
+def reader_answer(output: str) -> str:
+  """A reader's answer: its <answer> block, else the whole output (a reader prompted without tags
+  answers plainly, Table 7)."""
+  found = tags.first_block(output, "answer")
+  return output if found is None else found
+
+
+# ------------------------------------------------------------------------------- reward (Eqs. 5–9)
+
+def _sigmoid(x: float) -> float:
+  if x >= 0:
+    return 1.0 / (1.0 + math.exp(-x))
+  z = math.exp(x)  # stable for very negative x
+  return z / (1.0 + z)
+
+
+def length_reward_rationale(len_rationale: float, len_evidence: float, tau: float) -> float:
+  """Eq. 6 in [0, 1]: longer rationale than evidence earns more; 0.5 when equal."""
+  l_r, l_e = max(len_rationale, 1), max(len_evidence, 1)
+  x = (l_r / l_e - 1.0) if l_r >= l_e else (1.0 - l_e / l_r)
+  return _sigmoid(x / tau)
+
+
+def length_reward_evidence(len_evidence: float, len_passages: float, omega: float,
+                           gamma: float) -> float:
+  """Eq. 7 in [0, 1]: 1 when the evidence compresses the passages by ≥ ω, else (1 − L_e/L_P)^γ."""
+  c = 1.0 - len_evidence / max(len_passages, 1)
+  if c >= omega:
+    return 1.0
+  return max(c, 0.0) ** gamma
+
+
+class LearReward(base.RewardFn):
+  """LEAR reward. Range [0, w_ans + w_len + w_fmt] = [0, 1] by default.
+
+  Extras (required, length N): answers_rationale, answers_evidence, answers_full (see module doc).
+  Components: answer, f1_rationale, f1_evidence, f1_full, length, len_reward_rationale,
+  len_reward_evidence, format, len_rationale, len_evidence, len_passages (the L_* counts).
+  """
+
+  name = "lear"
+
+  def __init__(self, tau: float = 0.5, gamma: float = 0.5, omega: float = 0.9,
+               weights: tuple[float, float, float] = (0.8, 0.1, 0.1), tokenizer: Any = None):
+    if tau <= 0 or gamma < 0 or not 0 <= omega <= 1:
+      raise ValueError(f"lear: need tau > 0, gamma >= 0, 0 <= omega <= 1; got tau={tau}, "
+                       f"gamma={gamma}, omega={omega}.")
+    weights = tuple(float(w) for w in weights)
+    if len(weights) != 3 or min(weights) < 0:
+      raise ValueError(f"lear: weights={weights} must be 3 non-negative numbers (answer, length, "
+                       "format).")
+    if tokenizer is not None and not callable(getattr(tokenizer, "encode", None)):
+      raise ValueError("lear: tokenizer must have encode(text, add_special_tokens=False) or be None "
+                       "(whitespace words).")
+    self.tau, self.gamma, self.omega = float(tau), float(gamma), float(omega)
+    self.weights, self.tokenizer = weights, tokenizer
+
+  @property
+  def reward_range(self) -> tuple[float, float]:
+    return 0.0, sum(self.weights)
+
+  def _length(self, s: str) -> int:
+    if self.tokenizer is None:
+      return len(s.split())
+    return len(self.tokenizer.encode(s, add_special_tokens=False))
+
+  def score(self, completions: list[str], examples: list[Example],
+            **extra: Any) -> dict[str, np.ndarray]:
+    n = len(completions)
+    passes = {k: base.require_extra(self.name, extra, k, n) for k in lear_rollout.ANSWER_EXTRAS}
+    for key, values in passes.items():
+      for i, v in enumerate(values):
+        if not isinstance(v, str):
+          raise ValueError(f"reward 'lear': {key}[{i}] is {type(v).__name__}, expected str.")
+    comp = {k: np.zeros(n) for k in (
+        "answer", "f1_rationale", "f1_evidence", "f1_full", "length", "len_reward_rationale",
+        "len_reward_evidence", "format", "len_rationale", "len_evidence", "len_passages")}
+    passage_lengths: dict[tuple, int] = {}
+    for i, (completion, ex) in enumerate(zip(completions, examples)):
+      golds = base.require_answers(self.name, i, ex)
+      if not ex.passages:
+        raise base.example_error(self.name, i, ex, "passages", "is empty",
+                                 "L_P (Eq. 7) is the length of the retrieved passages.")
+      if ex.passages not in passage_lengths:
+        passage_lengths[ex.passages] = sum(self._length(p.text) for p in ex.passages)
+      l_p = passage_lengths[ex.passages]
+      comp["len_passages"][i] = l_p
+      for key, name in zip(lear_rollout.ANSWER_EXTRAS, ("f1_rationale", "f1_evidence", "f1_full")):
+        answer = tags.first_block(passes[key][i], "answer")
+        comp[name][i] = 0.0 if answer is None else text.token_f1(answer, golds)
+      rollout = lear_rollout.parse_rollout(completion)
+      if rollout.rationale is not None and rollout.evidence is not None:
+        l_r, l_e = self._length(rollout.rationale), self._length(rollout.evidence)
+        comp["len_rationale"][i], comp["len_evidence"][i] = l_r, l_e
+        comp["len_reward_rationale"][i] = length_reward_rationale(l_r, l_e, self.tau)
+        comp["len_reward_evidence"][i] = length_reward_evidence(l_e, l_p, self.omega, self.gamma)
+      comp["format"][i] = format_ok(completion, passes["answers_full"][i])
+    comp["answer"] = (comp["f1_rationale"] + comp["f1_evidence"] + comp["f1_full"]) / 3.0
+    comp["length"] = (comp["len_reward_rationale"] + comp["len_reward_evidence"]) / 2.0
+    w = self.weights
+    reward = w[0] * comp["answer"] + w[1] * comp["length"] + w[2] * comp["format"]
+    return {"reward": reward, **comp}
+
+
+# ------------------------------------------------------------------------------- evaluation (§9)
+
+def compression_ratio(passage_lengths: Sequence[int], evidence_lengths: Sequence[int]) -> dict[str, float]:
+  """LEAR's CR (note §9): total passage length / total evidence length, plus the mean of per-example
+  ratios. Lengths are counts in one unit (the note recommends the reader's tokens). Examples whose
+  evidence is empty are left out of the per-example mean (their ratio is infinite), counted in "n_empty".
+  """
+  lp = np.asarray(passage_lengths, np.float64)
+  le = np.asarray(evidence_lengths, np.float64)
+  if lp.shape != le.shape or lp.ndim != 1:
+    raise ValueError(f"passage_lengths {lp.shape} and evidence_lengths {le.shape} must be 1-D and align.")
+  if np.any(lp < 0) or np.any(le < 0):
+    raise ValueError("lengths must be non-negative.")
+  nz = le > 0
+  return {"cr_total": float(lp.sum() / le.sum()) if le.sum() > 0 else float("inf"),
+          "cr_mean": float(np.mean(lp[nz] / le[nz])) if nz.any() else float("inf"),
+          "n_empty": int((~nz).sum())}
+
+
+def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
+             reader_outputs: Sequence[str] | None = None,
+             length_fn: Callable[[str], int] | None = None) -> dict[str, Any]:
+  """LEAR's Table 4: EM / F1 (SQuAD normalisation, %) of the reader's answers, CR of the extracts.
+
+  `rollouts` are the extractor's `<reason>…</reason><extract>…</extract>` outputs. `reader_outputs`
+  are the downstream reader's answers given (q, extracted evidence) (the two-model protocol); without
+  them the extractor's own `<answer>` block (if it wrote one) is scored. `length_fn` counts length
+  units (default whitespace words; the note recommends the reader's tokens, e.g.
+  `lambda s: len(tokenizer.encode(s))`).
+  """
+  base.check_aligned(rollouts, examples)
+  answered = rollouts if reader_outputs is None else reader_outputs
+  base.check_aligned(answered, examples)
+  for e in examples:
+    if not e.answers:
+      raise ValueError(f"lear evaluation: example {e.id!r} has no gold answers.")
+  count = length_fn or (lambda s: len(s.split()))
+  out: dict[str, Any] = dict(text.em_f1([reader_answer(r) for r in answered],
+                                        [list(e.answers) for e in examples]))
+  out.pop("em_per_example"), out.pop("f1_per_example")
+  evidence = [lear_rollout.parse_rollout(r).evidence or "" for r in rollouts]
+  passages = ["\n".join(p.text for p in e.passages) for e in examples]
+  out.update(compression_ratio([count(p) for p in passages], [count(e) for e in evidence]))
+  return out
+
+
+class Lear(base.Recipe):
+  name = "lear"
+  paper = "LEAR (seed 003, note 003)"
+  templates = {"default": _extractor, "reader": _reader, "closed_book": _closed_book, "cot": _cot}
+  stop = STOP
+  # Greedy extraction; 768 new tokens as the paper's latency setting (note §9).
+  eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=768)
+  headline_metric = "f1"
+  metric_columns = ("em", "f1", "cr_total")
+
+  def parse(self, completion: str) -> lear_rollout.RationaleEvidence:
+    return lear_rollout.parse_rollout(completion)
+
+  def answer(self, completion: str) -> str:
+    return answer(completion)
+
+  def reward(self, **options: Any) -> LearReward:
+    return LearReward(**options)
+
+  def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
+    return evaluate(completions, examples, **kwargs)
+
+  def rollout(self, model, tokenizer, examples, prompt_fn, settings, *, seed, mesh=None,
+              options: Mapping[str, Any] | None = None) -> lear_rollout.LearSample:
+    """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (lear_rollout);
+    `options` are LearOptions fields (config.rollout.options)."""
+    return lear_rollout.sample(model, tokenizer, examples, prompt_fn, settings, seed=seed, mesh=mesh,
+                               options=lear_rollout.LearOptions.from_config(options or {}))
+
+
+RECIPES = {"lear": Lear()}

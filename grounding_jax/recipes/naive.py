@@ -1,0 +1,123 @@
+"""The naive GRPO baseline (ARENA note 002 §2.6): `<think>…</think><answer>…</answer>` + exact match.
+
+ARENA compares with "Naive GRPO": "models are trained to produce <think>…</think> and
+<answer>…</answer> format responses with format and accuracy reward" (ARENA note §2.6; the regex is
+inferred, `^<think>[^<]*</think>\\s*<answer>[^<]*</answer>$`, since the authors did not release it).
+
+    reward = r_format + r_accuracy, each 0/1; accuracy = normalised EM of the first <answer> block
+    against any gold answer (SQuAD normalisation, or ARENA's with normalization="arena").
+
+Evaluated like ARENA (EM and F1 with ARENA's normalisation, as fractions) plus the format rate.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from grounding_jax import text
+from grounding_jax.data.schema import Example
+from grounding_jax.recipes import arena
+from grounding_jax.recipes import base
+from grounding_jax.text import tags
+
+# The naive-GRPO baseline prompt (commented out in the same file); trailing space after "**Question**:".
+PROMPT = (
+    "Answer the question based on the given information. Your response MUST strictly follow this format:\n"
+    "\n"
+    "<think>\n"
+    "[Analyze the question and reason step-by-step. If references help, explain how the information is "
+    "used. If references are irrelevant, clarify that and try to answer the question based on your "
+    "knowledge.]\n"
+    "</think>\n"
+    "<answer>\n"
+    "[Answer with ONLY a short phrase or single word. No explanations.]\n"
+    "</answer>\n"
+    "\n"
+    "**References**:\n"
+    "{references}\n"
+    "\n"
+    "**Question**: \n"
+    "{question}"
+)
+
+
+def _default(ex: Example) -> base.Messages:
+  return [{"role": "user", "content": base.fill(PROMPT, references=arena.references(ex.passages),
+                                                 question=ex.question)}]
+
+
+# ARENA note §2.6 [INFERRED] (the naive-GRPO regex is not in the authors' repo). Anchored at 0 with
+# [^<]* sections: linear.
+_FORMAT_RE = re.compile(r"^<think>[^<]*</think>\s*<answer>[^<]*</answer>$", re.S | re.M)
+
+
+def parse(completion: str) -> tuple[bool, str]:
+  """(format_ok, answer) for the <think>/<answer> baseline; answer is the first <answer> block,
+  stripped ("" if there is none)."""
+  found = tags.first_block(completion, "answer")
+  return _FORMAT_RE.match(completion) is not None, ("" if found is None else found.strip())
+
+
+class NaiveReward(base.RewardFn):
+  """Format + EM baseline. Range [0, 2]. Components: format, accuracy."""
+
+  name = "naive"
+
+  def __init__(self, normalization: str = "squad"):
+    if normalization not in ("squad", "arena"):
+      raise ValueError(f"naive: normalization={normalization!r}; use 'squad' or 'arena'.")
+    self.normalization = normalization
+
+  @property
+  def reward_range(self) -> tuple[float, float]:
+    return 0.0, 2.0
+
+  def score(self, completions: list[str], examples: list[Example],
+            **extra: Any) -> dict[str, np.ndarray]:
+    n = len(completions)
+    norm = text.normalize_answer if self.normalization == "squad" else text.normalize_answer_arena
+    fmt, acc = np.zeros(n), np.zeros(n)
+    for i, (completion, ex) in enumerate(zip(completions, examples)):
+      golds = base.require_answers(self.name, i, ex)
+      format_ok, answer = parse(completion)
+      fmt[i] = format_ok
+      pred = norm(answer)
+      acc[i] = any(pred == norm(g) for g in golds)
+    return {"reward": fmt + acc, "format": fmt, "accuracy": acc}
+
+
+def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[str, Any]:
+  """EM and F1 (ARENA normalisation, fractions as ARENA reports them) and the format rate."""
+  base.check_aligned(completions, examples)
+  parsed = [parse(c) for c in completions]
+  scores = text.em_f1([a for _, a in parsed], [list(e.answers) for e in examples], normalizer="arena",
+                      scale=1.0)
+  return {"em": scores["em"], "f1": scores["f1"],
+          "format_score": float(np.mean([ok for ok, _ in parsed])) if parsed else 0.0}
+
+
+class Naive(base.Recipe):
+  name = "naive"
+  paper = "Naive GRPO baseline (ARENA note 002 §2.6)"
+  templates = {"default": _default}
+  eval_decoding = arena.Arena.eval_decoding
+  headline_metric = "em"
+  metric_columns = ("em", "f1", "format_score")
+
+  def parse(self, completion: str) -> tuple[bool, str]:
+    return parse(completion)
+
+  def answer(self, completion: str) -> str:
+    return parse(completion)[1]
+
+  def reward(self, **options: Any) -> NaiveReward:
+    return NaiveReward(**options)
+
+  def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
+    return evaluate(completions, examples, **kwargs)
+
+
+RECIPES = {"naive": Naive()}

@@ -1,0 +1,178 @@
+"""Collection: the rollout rounds of one GRPO step, their rewards, and the groups the update trains on.
+
+    batch = Collector(view, recipe, ...).collect(key, stream, policy)   # -> GroupBatch
+
+A round takes the next prompts from the stream, samples G completions each with the stage recipe's
+rollout, and scores them in the reward pool (DAPO's overlong shaping is added to the reward before
+normalisation). With DAPO dynamic sampling, rounds repeat until enough groups have reward variance
+(or the cap is reached); the update then takes whole groups, informative first. Advantages are
+group-normalised and the loss mask drops padding, truncated completions (DAPO overlong filtering)
+and groups whose rewards failed under on_error="skip".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import jax
+import ml_collections
+import numpy as np
+
+from grounding_jax.recipes import base as recipes_base
+from grounding_jax.rl import advantages as adv_lib
+from grounding_jax.rl import data_stream
+from grounding_jax.rl import host_batch
+from grounding_jax.rl import reward_pool
+from grounding_jax.sampling import rollout as rollout_lib
+
+
+@dataclasses.dataclass
+class GroupBatch:
+  """What one step trains on: whole groups of this host, prompt-major.
+
+  Attributes:
+    rollout: the selected groups' prompts and completions.
+    advantages: float32 [N], one per completion.
+    loss_mask: bool [N, L], the completion tokens that count in the loss.
+    metrics: the step's rollout, reward, advantage and DAPO metrics (global over hosts).
+    sample_seconds, reward_seconds: time spent sampling and scoring.
+  """
+  rollout: rollout_lib.Rollout
+  advantages: np.ndarray
+  loss_mask: np.ndarray
+  metrics: dict
+  sample_seconds: float
+  reward_seconds: float
+
+
+def select_groups(usable: np.ndarray, informative: np.ndarray, wanted: int) -> np.ndarray:
+  """Indices of `wanted` groups for the update (DAPO dynamic sampling).
+
+  Informative (non-zero-variance) usable groups first, in sampling order; if fewer than `wanted`
+  exist after the sampling cap, the batch is topped up with usable zero-variance groups, then with
+  unusable ones (the caller masks their loss), so the update always sees the same shapes.
+
+  Args:
+    usable: bool [groups], False for groups the caller must not learn from (failed rewards, "skip").
+    informative: bool [groups], True where the rewards in the group differ.
+    wanted: groups needed.
+  """
+  order = [np.flatnonzero(usable & informative), np.flatnonzero(usable & ~informative),
+           np.flatnonzero(~usable)]
+  picked = np.concatenate(order)[:wanted]
+  if picked.size < wanted:
+    raise ValueError(f"only {picked.size} groups sampled, {wanted} needed")
+  return picked
+
+
+@dataclasses.dataclass
+class _Round:
+  rollout: rollout_lib.Rollout
+  values: dict  # name -> float64 [N]: "reward" and its components
+  usable: np.ndarray  # bool [groups]
+  failed: np.ndarray  # bool [N]
+
+
+class Collector:
+  """Samples and scores the groups of one step for one stage.
+
+  Args:
+    view: the stage's config (setup.stage_config): rollout, reward, advantage, dapo sections.
+    recipe: the stage's recipe (its rollout).
+    tokenizer, mesh, hosts: the policy's tokenizer, mesh and host plumbing.
+    pool: the stage's reward pool.
+    prompt_fn: Example -> prompt text.
+    settings: the rollout's sampling settings.
+  """
+
+  def __init__(self, view: ml_collections.ConfigDict, recipe: recipes_base.Recipe, tokenizer, mesh,
+               hosts: host_batch.HostBatches, pool: reward_pool.RewardPool,
+               prompt_fn: Callable[[Any], str], settings: rollout_lib.SamplingSettings):
+    self.c, self.recipe, self.tokenizer, self.mesh, self.hosts = view, recipe, tokenizer, mesh, hosts
+    self.pool, self.prompt_fn, self.settings = pool, prompt_fn, settings
+    self.options = view.rollout.options.to_dict()
+
+  def _round(self, key, stream: data_stream.ExampleStream, policy) -> tuple[_Round, float, float]:
+    c = self.c
+    examples = stream.take(c.rollout.prompts_per_step)
+    t0 = time.perf_counter()
+    rr = self.recipe.rollout(policy, self.tokenizer, examples, self.prompt_fn, self.settings,
+                             seed=key, mesh=self.mesh, options=self.options)
+    ro = rr.rollout
+    t1 = time.perf_counter()
+    scored = self.pool(rr.completions, ro.row_examples(), {"completion_lengths": list(ro.lengths),
+                                                          "truncated": list(ro.truncated),
+                                                          **rr.extras})
+    values = dict(scored.values)
+    if c.dapo.overlong_shaping:  # DAPO Eq. 13, added to the reward before normalisation
+      pen = recipes_base.overlong_penalty(ro.lengths, c.rollout.max_new_tokens, c.dapo.overlong_buffer,
+                                          c.dapo.overlong_factor)
+      values["overlong"] = pen
+      values["reward"] = values["reward"] + pen
+    for e in scored.errors[:5]:
+      print(f"[reward] {e}", flush=True)
+    g = c.rollout.group_size
+    usable = ~scored.failed.reshape(-1, g).any(axis=1) if c.reward.on_error == "skip" else \
+        np.ones(len(examples), bool)
+    return _Round(ro, values, usable, scored.failed), t1 - t0, time.perf_counter() - t1
+
+  def collect(self, key, stream: data_stream.ExampleStream, policy) -> GroupBatch:
+    """The step's groups: sampled from `policy` (a model or its (graphdef, state) split) with `key`."""
+    c = self.c
+    g = c.rollout.group_size
+    want = c.rollout.prompts_per_step // jax.process_count()
+    rounds: list[_Round] = []
+    t_sample = t_reward = 0.0
+    max_rounds = 1 + (c.dapo.max_sampling_rounds if c.dapo.dynamic_sampling else 0)
+    for i in range(max_rounds):
+      rnd, ts, tr = self._round(jax.random.fold_in(key, i), stream, policy)
+      rounds.append(rnd)
+      t_sample, t_reward = t_sample + ts, t_reward + tr
+      informative = ~adv_lib.zero_variance_groups(
+          np.concatenate([r.values["reward"] for r in rounds]), g)
+      usable = np.concatenate([r.usable for r in rounds])
+      if not c.dapo.dynamic_sampling or self.hosts.all_hosts((informative & usable).sum() >= want):
+        break
+    # Metrics describe the first round: an unbiased sample of the current policy.
+    metrics = self._round_metrics(rounds[0])
+    metrics["dapo/sampling_rounds"] = float(len(rounds))
+    merged = rollout_lib.concat([r.rollout for r in rounds],
+                                pad_id=int(self.tokenizer.pad_token_id or 0))
+    rewards = np.concatenate([r.values["reward"] for r in rounds])
+    informative = ~adv_lib.zero_variance_groups(rewards, g)
+    groups = select_groups(usable, informative, want) if c.dapo.dynamic_sampling else np.arange(want)
+    batch_ro = rollout_lib.take_groups(merged, groups)
+    a = c.advantage
+    advantages = adv_lib.group_advantages(
+        rewards[rollout_lib.group_rows(groups, g)], g, scale=a.scale, std_ddof=a.std_ddof,
+        std_floor=a.std_floor, eps=a.eps, leave_one_out=a.leave_one_out)
+    loss_mask = batch_ro.completion_mask.copy()
+    if c.dapo.mask_truncated:  # DAPO overlong filtering
+      loss_mask &= ~batch_ro.truncated[:, None]
+    loss_mask &= np.repeat(usable[groups], g)[:, None]
+    all_adv = self.hosts.gather(advantages)  # metrics describe the global batch, equal on every host
+    metrics["advantage/mean"] = float(all_adv.mean())
+    metrics["advantage/std"] = float(all_adv.std())
+    metrics["advantage/abs_max"] = float(np.abs(all_adv).max())
+    metrics["dapo/kept_informative_frac"] = float(self.hosts.gather(informative[groups]).mean())
+    return GroupBatch(batch_ro, advantages.astype(np.float32), loss_mask, metrics, t_sample, t_reward)
+
+  def _round_metrics(self, rnd: _Round) -> dict:
+    g = rnd.rollout.group_size
+    # Every host's rows (groups stay whole), so logged means/stds/extremes are the global ones.
+    values = {k: self.hosts.gather(rnd.values[k]) for k in sorted(rnd.values)}
+    failed, lengths, truncated = (self.hosts.gather(x) for x in (rnd.failed, rnd.rollout.lengths,
+                                                                 rnd.rollout.truncated))
+    m = {}
+    for k, v in sorted(values.items()):
+      m["reward/mean" if k == "reward" else f"reward/{k}"] = float(np.mean(v))
+    m["reward/std"] = float(np.std(values["reward"]))
+    m["reward/failed_frac"] = float(np.mean(failed))
+    m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(values["reward"], g).mean())
+    m["completion_length/mean"] = float(lengths.mean())
+    m["completion_length/max"] = float(lengths.max())
+    m["completion_length/min"] = float(lengths.min())
+    m["truncated_frac"] = float(truncated.mean())
+    return m

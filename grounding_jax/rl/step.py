@@ -1,0 +1,99 @@
+"""The update schedule of one GRPO step: μ passes × mini-batches (one optimizer update each) ×
+micro-batches (exact gradient accumulation), after the reference and old log-prob passes.
+
+    params, opt_state, metrics = Updater(view, settings, programs, hosts).run(batch, ...)
+
+The batch is trimmed to the columns some row needs (update_loop.length_multiple); with shared
+prompts, each micro-batch runs its groups' completions packed after their prompt at its own width.
+Mini-batches are drawn by a permutation seeded with (seed, step) and move whole groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import ml_collections
+import numpy as np
+
+from grounding_jax.rl import collect
+from grounding_jax.rl import host_batch
+from grounding_jax.rl import losses
+from grounding_jax.rl import update as update_lib
+from grounding_jax.sampling import rollout as rollout_lib
+
+
+@dataclasses.dataclass
+class StepResult:
+  """params and opt_state after the step's updates, its update metrics, and phase times."""
+  params: object
+  opt_state: object
+  metrics: dict
+  reference_seconds: float
+  update_seconds: float
+
+
+class Updater:
+  """Runs the update of one step for one stage.
+
+  Args:
+    view: the stage's config (setup.stage_config): loss, update_loop, seed.
+    settings: the jitted update's static settings (update.settings_from_config(view)).
+    train_step, logprob_fn: the stage's jitted programs (update.make_train_step / make_logprob_fn).
+    hosts: the host ↔ mesh plumbing.
+  """
+
+  def __init__(self, view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings,
+               train_step, logprob_fn, hosts: host_batch.HostBatches):
+    self.c, self.settings, self.hosts = view, settings, hosts
+    self.train_step, self.logprob_fn = train_step, logprob_fn
+
+  def _host_batch(self, gb: collect.GroupBatch) -> dict:
+    """The update's inputs as host arrays [N, ...], trimmed to the columns some row needs."""
+    c, ro = self.c, gb.rollout
+    g = ro.group_size
+    batch = dict(prompt_ids=np.repeat(ro.prompt_ids, g, axis=0),
+                 prompt_mask=np.repeat(ro.prompt_mask, g, axis=0),
+                 completion_ids=ro.completion_ids, loss_mask=gb.loss_mask, advantages=gb.advantages)
+    if not self.settings.on_policy and c.update_loop.old_logprobs == "sampler":
+      batch["old_logp"] = ro.sampler_logp
+    return self.hosts.trim(batch, c.update_loop.length_multiple)
+
+  def run(self, gb: collect.GroupBatch, params, rest, opt_state, ref_params, step: int) -> StepResult:
+    """One step's updates from `gb`; `step` seeds the mini-batch permutation."""
+    c, settings, hosts = self.c, self.settings, self.hosts
+    u = c.update_loop
+    mb = u.micro_batch_size
+    batch = self._host_batch(gb)
+    widths = hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
+    width = max(widths) if widths else None  # the log-prob passes run at one width
+    t0 = time.perf_counter()
+    if ref_params is not None:
+      batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width)
+    if not settings.on_policy and u.old_logprobs == "recompute":
+      batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width)
+    t_ref = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n = len(batch["advantages"])
+    per_mini = n // u.num_minibatches
+    perm_rng = np.random.default_rng([c.seed, step])
+    unit = settings.group_size  # a shared prompt's group moves between mini-batches whole
+    step_metrics = []
+    for _ in range(u.num_iterations):
+      order = np.arange(n)
+      if u.num_minibatches > 1:
+        order = rollout_lib.group_rows(perm_rng.permutation(n // unit), unit)
+      for m in range(u.num_minibatches):
+        mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
+        with hosts.context():
+          params, opt_state, sm = self.train_step(
+              params, rest, opt_state, hosts.device_batch(mini, mb),
+              packed_width=hosts.packed_widths(mini, mb, settings.group_size))
+        step_metrics.append(sm)
+    step_metrics = jax.device_get(step_metrics)
+    t_update = time.perf_counter() - t0
+    # Each mini-batch's metrics weigh alike; ratio extremes stay extremes (losses.reduce_metrics).
+    metrics = {k: float(v) for k, v in losses.reduce_metrics(
+        [{k: (float(v), 1.0) for k, v in sm.items()} for sm in step_metrics], xp=np).items()}
+    return StepResult(params, opt_state, metrics, t_ref, t_update)

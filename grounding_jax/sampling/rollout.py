@@ -1,0 +1,138 @@
+"""Rollouts: render prompts, sample G completions each, and keep whole groups together.
+
+A `Rollout` is host-side numpy, prompt-major (row = prompt * G + g, `group_rows`). Several rollout
+rounds (DAPO dynamic sampling) are merged with `concat` and filtered group-wise with `take_groups`.
+A recipe's rollout returns a `RolloutRound`: the trained sequences, the texts its reward scores and
+the reward's extra inputs (the standard rollout scores the sampled texts; LEAR adds answer passes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from grounding_jax.sampling.generate import generate_ids, tokenize_prompts
+
+
+def group_rows(groups, group_size: int) -> np.ndarray:
+  """Row indices of prompt groups `groups` in a prompt-major batch: [g·G, …, g·G + G − 1] for each g."""
+  groups = np.asarray(groups, np.int64)
+  return (groups[:, None] * group_size + np.arange(group_size)[None]).reshape(-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSettings:
+  """How a rollout samples (config.rollout): G completions per prompt, limits and decoding."""
+  group_size: int
+  max_new_tokens: int
+  temperature: float = 1.0
+  top_p: float = 1.0
+  top_k: int = 0
+  stop: tuple[str, ...] = ()
+  max_prompt_tokens: int = 0  # 0 = no limit; longer prompts lose tokens on the left
+
+
+@dataclasses.dataclass
+class Rollout:
+  """One or more rounds of sampled groups.
+
+  Attributes:
+    examples: [P] the prompt's Example.
+    prompt_ids, prompt_mask: int32 / bool [P, Lp], left-padded.
+    completion_ids, completion_mask, sampler_logp: [N, L], N = P * group_size.
+    lengths: int32 [N]; truncated: bool [N]; texts: [N].
+    group_size: G.
+  """
+  examples: list
+  prompt_ids: np.ndarray
+  prompt_mask: np.ndarray
+  completion_ids: np.ndarray
+  completion_mask: np.ndarray
+  sampler_logp: np.ndarray
+  lengths: np.ndarray
+  truncated: np.ndarray
+  texts: list
+  group_size: int
+
+  @property
+  def num_groups(self) -> int:
+    return len(self.examples)
+
+  def row_examples(self) -> list:
+    """[N] each row's Example (repeated G times), as rewards expect."""
+    return [ex for ex in self.examples for _ in range(self.group_size)]
+
+
+@dataclasses.dataclass
+class RolloutRound:
+  """One round of a recipe's rollout.
+
+  Attributes:
+    rollout: the sequences the update trains on.
+    completions: [N] the texts the reward scores (usually `rollout.texts`).
+    extras: the reward's extra per-row inputs (name -> [N] list), e.g. LEAR's answer passes.
+  """
+  rollout: Rollout
+  completions: list
+  extras: dict
+
+
+def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any], str],
+           settings: SamplingSettings, *, seed: jax.Array, mesh=None) -> Rollout:
+  """Samples `settings.group_size` completions for each example's rendered prompt.
+
+  `model` is a Transformer or its (graphdef, state) split (generate_ids). Prompts longer than
+  `settings.max_prompt_tokens` (> 0) lose tokens on the left (VeRL truncation='left').
+  """
+  prompts = [prompt_fn(ex) for ex in examples]
+  ids, mask = tokenize_prompts(tokenizer, prompts)
+  limit = settings.max_prompt_tokens
+  if limit and ids.shape[1] > limit:
+    ids, mask = ids[:, -limit:], mask[:, -limit:]
+  gen = generate_ids(
+      model, ids, mask, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
+      top_p=settings.top_p, top_k=settings.top_k, num_samples=settings.group_size,
+      stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed, mesh=mesh)
+  return Rollout(examples=list(examples), prompt_ids=np.asarray(gen.prompt_ids, np.int32),
+                 prompt_mask=np.asarray(gen.prompt_mask, bool),
+                 completion_ids=np.asarray(gen.token_ids, np.int32),
+                 completion_mask=np.asarray(gen.completion_mask, bool),
+                 sampler_logp=np.asarray(gen.logprobs, np.float32),
+                 lengths=np.asarray(gen.lengths, np.int32), truncated=np.asarray(gen.truncated, bool),
+                 texts=list(gen.texts), group_size=settings.group_size)
+
+
+def _left_pad(x: np.ndarray, width: int, value) -> np.ndarray:
+  if x.shape[1] == width:
+    return x
+  pad = np.full((x.shape[0], width - x.shape[1]), value, x.dtype)
+  return np.concatenate([pad, x], axis=1)
+
+
+def concat(rollouts: Sequence[Rollout], pad_id: int = 0) -> Rollout:
+  """Merges rounds (same G and completion width); prompts are left-padded to a common width."""
+  if len(rollouts) == 1:
+    return rollouts[0]
+  width = max(r.prompt_ids.shape[1] for r in rollouts)
+  cat = lambda name: np.concatenate([getattr(r, name) for r in rollouts])
+  return Rollout(
+      examples=[e for r in rollouts for e in r.examples],
+      prompt_ids=np.concatenate([_left_pad(r.prompt_ids, width, pad_id) for r in rollouts]),
+      prompt_mask=np.concatenate([_left_pad(r.prompt_mask, width, False) for r in rollouts]),
+      completion_ids=cat("completion_ids"), completion_mask=cat("completion_mask"),
+      sampler_logp=cat("sampler_logp"), lengths=cat("lengths"), truncated=cat("truncated"),
+      texts=[t for r in rollouts for t in r.texts], group_size=rollouts[0].group_size)
+
+
+def take_groups(r: Rollout, groups: Sequence[int]) -> Rollout:
+  """The rollout restricted to `groups` (indices of prompts), in that order."""
+  groups = np.asarray(groups, np.int64)
+  rows = group_rows(groups, r.group_size)
+  return Rollout(examples=[r.examples[g] for g in groups], prompt_ids=r.prompt_ids[groups],
+                 prompt_mask=r.prompt_mask[groups], completion_ids=r.completion_ids[rows],
+                 completion_mask=r.completion_mask[rows], sampler_logp=r.sampler_logp[rows],
+                 lengths=r.lengths[rows], truncated=r.truncated[rows],
+                 texts=[r.texts[i] for i in rows], group_size=r.group_size)

@@ -1,0 +1,102 @@
+"""Knowledge-boundary probing (TruthRL) and the OOK labels it writes."""
+
+import types
+
+import numpy as np
+import pytest
+
+from grounding_jax.data import answerability
+from grounding_jax.data.schema import Example
+from grounding_jax.eval import probing
+
+
+def _em(questions, predictions, golds):
+  return np.array([p.strip().lower() in {g.lower() for g in gs} for p, gs in zip(predictions, golds)])
+
+
+class _ScriptedGenerate:
+  """Deterministic generate-like callable: sample s of a prompt answers `script[prompt](s)`.
+
+  The probing logic (batching, sample offsets, prompt-major unpacking, counting) is what these tests
+  check, so a scripted sampler stands in for the model here; the real sampler is tested below.
+  """
+
+  def __init__(self, script):
+    self.script, self.calls = script, []
+
+  def __call__(self, model, tokenizer, prompts, *, max_new_tokens, temperature, top_p, num_samples,
+               seed):
+    self.calls.append((tuple(prompts), num_samples, seed))
+    done = {p: sum(n for ps, n, _ in self.calls[:-1] if p in ps) for p in prompts}
+    texts = [f"<think>x</think> \\boxed{{{self.script[p](done[p] + s)}}}"
+             for p in prompts for s in range(num_samples)]
+    return types.SimpleNamespace(texts=texts)
+
+
+def test_probe_counts_correct_samples_and_marks_unknown():
+  examples = [Example("q0", answers=("Orsk",)), Example("q1", answers=("Pesk", "Pesk City")),
+              Example("q2", answers=("Dun",)), Example("q3", answers=("Vel",))]
+  script = {
+      "q0": lambda s: "Orsk",                          # always right -> known
+      "q1": lambda s: "Pesk City" if s == 9 else "no",  # right once, in the last call -> known
+      "q2": lambda s: "I don't know",                   # abstains -> unknown
+      "q3": lambda s: "Velx",                           # always wrong -> unknown
+  }
+  gen = _ScriptedGenerate(script)
+  result = probing.probe_knowledge(None, None, examples, num_samples=10, samples_per_call=4,
+                                   prompt_batch_size=3, prompt_fn=lambda e: e.question, judge=_em,
+                                   generate_fn=gen)
+  np.testing.assert_array_equal(result.num_correct, [10, 1, 0, 0])
+  np.testing.assert_array_equal(result.known, [True, True, False, False])
+  assert [len(a) for a in result.answers] == [10] * 4 and result.answers[2][0] == "I don't know"
+  # 2 prompt batches × 3 sample chunks (4 + 4 + 2), each with its own seed.
+  assert [n for _, n, _ in gen.calls] == [4, 4, 2, 4, 4, 2]
+  assert len({s for _, _, s in gen.calls}) == 6
+
+  relabelled = answerability.relabel_unknown(examples, result.known)
+  assert relabelled[1].answers == ("Pesk", "Pesk City")
+  assert relabelled[3].answers == ("I don't know",)
+  assert relabelled[3].meta == {"ook": True, "original_answers": ["Vel"]}
+  assert relabelled[1].meta == {"ook": False}
+  flags_only = answerability.relabel_unknown(examples, result.known, relabel_answers=False)
+  assert flags_only[3].answers == ("Vel",) and flags_only[3].meta == {"ook": True}
+
+  # The flags are what the knowledge-enhanced TruthRL reward reads (+1 for abstaining when OOK).
+  from grounding_jax.recipes import get_reward
+  reward = get_reward("truthrl_knowledge")
+  out = reward(["\\boxed{I don't know}"] * 4, flags_only)
+  np.testing.assert_array_equal(out["reward"] > 0, [False, False, True, True])
+
+
+def test_probe_rejects_a_generate_fn_with_wrong_row_count():
+  bad = lambda *a, num_samples, **k: types.SimpleNamespace(texts=["x"])
+  with pytest.raises(ValueError, match="prompt-major"):
+    probing.probe_knowledge(None, None, [Example("q", answers=("a",))] * 2, num_samples=2,
+                            prompt_fn=lambda e: e.question, judge=_em, generate_fn=bad)
+
+
+def test_probe_with_the_real_sampler_and_a_tiny_model(tiny_checkpoint, smollm2_dir):
+  """Integration with grounding_jax.sampling.generate: its prompt-major rows land on the right question."""
+  from grounding_jax import models, sampling
+  from grounding_jax.data import retrieval
+
+  tokenizer = models.load_tokenizer(smollm2_dir)
+  model = models.load_pretrained(tiny_checkpoint("llama", vocab_size=len(tokenizer),
+                                                 bos_token_id=tokenizer.bos_token_id,
+                                                 eos_token_id=tokenizer.eos_token_id,
+                                                 pad_token_id=tokenizer.pad_token_id))
+  examples = [Example("What is the capital of Veltria?", answers=("Orsk",)),
+              Example("Who founded Tannex?", answers=("Mara Quell",))]
+  prompt_fn = lambda e: e.question
+  judge = lambda qs, preds, golds: np.array([len(p) % 2 == 0 for p in preds])  # any fixed rule
+  result = probing.probe_knowledge(model, tokenizer, examples, num_samples=4, samples_per_call=2,
+                                   max_new_tokens=4, temperature=1.0, prompt_fn=prompt_fn,
+                                   answer_fn=lambda t: t, judge=judge, seed=7)
+  # The second sample chunk (offset 2) of the one prompt batch, drawn again with the documented seed.
+  again = sampling.generate(model, tokenizer, [prompt_fn(e) for e in examples], max_new_tokens=4,
+                            temperature=1.0, num_samples=2,
+                            seed=retrieval.stable_seed("probe", 7, 0, 2))
+  assert result.answers[0][2:] == again.texts[:2] and result.answers[1][2:] == again.texts[2:]
+  assert result.answers[0] != result.answers[1]
+  np.testing.assert_array_equal(result.num_correct,
+                                [sum(len(a) % 2 == 0 for a in answers) for answers in result.answers])

@@ -1,0 +1,107 @@
+"""TruthRL rewards: the note's unit-test table (004 §3.4), judge batching, boxed-answer parsing."""
+
+import numpy as np
+import pytest
+
+from grounding_jax.data.schema import Example
+from grounding_jax.recipes import get_reward
+from grounding_jax.text import tags
+from .fakes import ContainsJudge
+
+
+def ex(*answers, ook=None, id="t"):
+  return Example(question="q?", answers=answers, id=id,
+                 meta={} if ook is None else {"ook": ook})
+
+
+TABLE = [  # (case, completion, gold, (ternary, binary))
+    ("abstain", "<think>..</think> \\boxed{I don't know}", ("Paris",), (0, -1)),
+    ("curly apostrophe abstains (decision)", "\\boxed{I don\u2019t know}", ("Paris",), (0, -1)),
+    ("substring abstention", "\\boxed{i DON'T know, sorry}", ("Paris",), (0, -1)),
+    ("no box", "<think>x</think> Paris", ("Paris",), (-1, -1)),
+    ("EM", "\\boxed{The Beatles}", ("beatles",), (1, 1)),
+    ("wrong", "\\boxed{Rome}", ("Paris",), (-1, -1)),
+    ("invalid question is penalised in training", "\\boxed{invalid question}",
+     ("invalid question",), (-1, -1)),
+]
+
+
+@pytest.mark.parametrize("case,completion,gold,expected", TABLE, ids=[t[0] for t in TABLE])
+def test_table(case, completion, gold, expected):
+  for name, want in zip(("truthrl", "truthrl_binary"), expected):
+    assert get_reward(name)([completion], [ex(*gold)])["reward"][0] == want, (case, name)
+
+
+def test_em_short_circuits_the_judge_and_judge_is_batched():
+  judge = ContainsJudge()
+  fn = get_reward("truthrl", judge=judge)
+  comps = ["\\boxed{The Beatles}", "\\boxed{It was Paris, France}", "\\boxed{I don't know}",
+           "\\boxed{Rome}", "no box", "\\boxed{b!}"]
+  exs = [ex("beatles"), ex("Paris"), ex("Paris"), ex("Paris"), ex("Paris"), ex("a", "b")]
+  out = fn(comps, exs)
+  assert len(judge.calls) == 1
+  questions, preds, golds = judge.calls[0]
+  assert preds == ["It was Paris, France", "Rome"]  # EM hits, abstentions and no-box never judged
+  assert golds == [["Paris"], ["Paris"]]
+  np.testing.assert_allclose(out["reward"], [1, 1, 0, -1, -1, 1])
+  np.testing.assert_allclose(out["correct"], [1, 1, 0, 0, 0, 1])
+  np.testing.assert_allclose(out["abstain"], [0, 0, 1, 0, 0, 0])
+  np.testing.assert_allclose(out["no_box"], [0, 0, 0, 0, 1, 0])
+
+
+def test_judge_none_is_exact_match_only():
+  out = get_reward("truthrl")(["\\boxed{It was Paris, France}"], [ex("Paris")])
+  assert out["reward"][0] == -1 and out["incorrect"][0] == 1
+
+
+def test_invalid_question_gold_policy():
+  fn = get_reward("truthrl", invalid_question="gold")
+  out = fn(["\\boxed{invalid question}"] * 2, [ex("invalid question"), ex("Paris")])
+  np.testing.assert_allclose(out["reward"], [1, -1])
+  np.testing.assert_allclose(out["invalid_question"], [0, 1])
+
+
+def test_knowledge_enhanced():
+  comps = ["\\boxed{I don't know}", "\\boxed{Paris}", "\\boxed{I don't know}", "\\boxed{Paris}"]
+  exs = [ex("Paris", ook=True), ex("Paris", ook=True), ex("Paris", ook=False), ex("Paris", ook=False)]
+  np.testing.assert_allclose(get_reward("truthrl_knowledge")(comps, exs)["reward"], [1, -1, 0, 1])
+  np.testing.assert_allclose(
+      get_reward("truthrl_knowledge", base_scheme="binary")(comps, exs)["reward"], [1, -1, -1, 1])
+  with pytest.raises(ValueError, match=r"t2.*meta\['ook'\]"):
+    get_reward("truthrl_knowledge")(["x"], [ex("a", id="t2")])
+
+
+def test_abstain_reward_option_and_missing_answers():
+  assert get_reward("truthrl", abstain_reward=0.5)(["\\boxed{I don't know}"],
+                                                   [ex("a")])["reward"][0] == 0.5
+  with pytest.raises(ValueError, match=r"noans.*answers"):
+    get_reward("truthrl")(["\\boxed{x}"], [Example(question="q", id="noans")])
+
+
+@pytest.mark.parametrize("text,select,expected", [
+    ("\\boxed{\\text{New York}}", "last", "\\text{New York}"),
+    ("\\boxed{\\text{New York}}", "first_regex", "\\text{New York"),
+    ("<think>maybe \\boxed{Rome}</think> \\boxed{Paris}", "last", "Paris"),
+    ("<think>maybe \\boxed{Rome}</think> \\boxed{Paris}", "first", "Rome"),
+    ("\\boxed{Paris} then \\boxed{Lon", "last", "Paris"),  # the unclosed (truncated) box is skipped
+    ("\\boxed{ {a} b }", "first", "{a} b"),
+    ("no box here", "last", None),
+])
+def test_extract_boxed(text, select, expected):
+  assert tags.extract_boxed(text, select=select) == expected
+
+
+@pytest.mark.parametrize("mode,expected", [  # note 004 §3.4: (r_out, r_reason) = (1,1),(1,0),(0,1),(-1,1)
+    ("multiplicative", [2, 1, 0, -2]), ("additive", [1.5, 1, 0.5, -0.5]),
+    ("conditional", [1, 0, 0, -1]),
+])
+def test_reasoning_enhanced_variants(mode, expected):
+  comps = ["\\boxed{Paris}", "\\boxed{Paris}", "\\boxed{I don't know}", "\\boxed{Rome}"]
+  fn = get_reward("truthrl", reasoning=mode)
+  out = fn(comps, [ex("Paris")] * 4, reasoning_scores=[1, 0, 1, 1])
+  np.testing.assert_allclose(out["reward"], expected)
+  np.testing.assert_allclose(out["outcome"], [1, 1, 0, -1])
+  lo, hi = fn.reward_range
+  assert lo <= min(expected) and max(expected) <= hi
+  with pytest.raises(ValueError, match="reasoning_scores"):
+    fn(comps, [ex("Paris")] * 4)
