@@ -16,7 +16,8 @@ from grounding_jax.data import prompts
 from grounding_jax.rewards import get_reward
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "configs").glob("*.py"))
+# GRPO configs; configs/sft.py (launch/sft.py) is tested in tests/sft/test_sft_launch.py.
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.py") if p.stem != "sft")
 
 
 def _load(path):
@@ -65,6 +66,8 @@ def test_default_config_trains_through_the_launcher(tiny_checkpoint, smollm2_dir
   assert [r["step"] for r in rows] == [1, 2]
   assert all(-1.0 <= r["reward/mean"] <= 1.0 for r in rows)
   assert any((workdir / "checkpoints").iterdir())
+  record = json.loads((workdir / "config.json").read_text())  # the run record says which base model
+  assert record["model"]["path"] == str(model_dir) and record["model"]["param_dtype"] == "float32"
 
 
 @pytest.fixture(scope="module")
