@@ -41,13 +41,15 @@ def check_output_dir(folder: str | os.PathLike, *, overwrite: bool) -> None:
   if not entries:
     return
   if not overwrite:
-    raise FileExistsError(f"{folder} is not empty ({', '.join(entries[:4])}{', …' if len(entries) > 4 else ''}); "
-                          f"pass --overwrite to replace an earlier export, or choose a new folder")
+    shown = ", ".join(entries[:4]) + (", …" if len(entries) > 4 else "")
+    raise FileExistsError(f"{folder} is not empty ({shown}); pass --overwrite to replace an earlier "
+                          f"export, or choose a new folder")
   subfolders = [p.name for p in folder.iterdir() if p.is_dir()]
-  if subfolders or not (folder / "config.json").is_file():
-    raise FileExistsError(f"{folder} does not look like an earlier HF export (sub-folders {subfolders[:3]}"
-                          f"{'' if (folder / 'config.json').is_file() else ', no config.json'}); "
-                          f"refusing to replace it even with --overwrite")
+  has_config = (folder / "config.json").is_file()
+  if subfolders or not has_config:
+    raise FileExistsError(f"{folder} does not look like an earlier HF export (sub-folders "
+                          f"{subfolders[:3]}{'' if has_config else ', no config.json'}); refusing to "
+                          f"replace it even with --overwrite")
 
 
 def generation_config(model: Transformer, tokenizer_from: str | os.PathLike) -> dict[str, Any]:
