@@ -90,6 +90,7 @@ class ModelRef:
 
 @dataclasses.dataclass
 class LoadedModel:
+  """What `load` returns: the model (its checkpoint's parameters), its tokenizer, and where it came from."""
   model: models.Transformer
   tokenizer: Any
   ref: ModelRef

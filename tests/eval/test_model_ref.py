@@ -156,7 +156,7 @@ def test_export_hf_missing_step_names_the_steps(run, tmp_path):
 def test_grpo_workdir_gives_its_policy_not_the_reference(tiny_chat_model, tmp_path):
   sys.path.insert(0, str(ROOT / "tests" / "rl"))
   import toy_task  # pylint: disable=g-import-not-at-top
-  c = toy_task.toy_config(tmp_path, steps=1, lr=3e-2)
+  c = toy_task.toy_config(tmp_path, steps=1, lr=3e-2, prompts=2, group=2, new_tokens=3)
   c.model.path = str(tiny_chat_model)
   c.loss.kl_coef = 0.1  # the checkpoint then also holds ref_params (the step-0 policy)
   trainer = toy_task.make_trainer(tiny_chat_model, tmp_path, c)
