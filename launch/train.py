@@ -8,12 +8,15 @@ r"""Trains a policy with GRPO (or DAPO / Dr.GRPO settings) from an ml_collection
   python launch/train.py --config=configs/arena.py --config.rollout.group_size=4 --workdir=...
 
 Every knob lives in the config (see grounding_jax/rl/config.py); flags only pick the config and the
-working directory. Re-running with the same --workdir resumes from its newest checkpoint. On a
+working directory. Re-running with the same --workdir resumes from its newest checkpoint. The resolved
+config is kept as <workdir>/config.json, the run record that launch/export_hf.py reads. On a
 multi-host pod slice, start this same command on every host: `distributed_initialize` reads the
 coordinator and process layout from flags or the environment (TPU VMs and SLURM set them).
 """
 
 from __future__ import annotations
+
+import os
 
 from absl import app
 from absl import flags
@@ -21,6 +24,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from grounding_jax import parallel
+from grounding_jax.eval import model_ref
 from grounding_jax.rl import presets
 from grounding_jax.rl import trainer
 
@@ -41,7 +45,10 @@ def main(argv):
   with config.unlocked():
     if _WORKDIR.value:
       config.workdir = _WORKDIR.value
-    config.model.path = presets.resolve_model_path(config.model.path)
+    config.model.path = os.path.abspath(presets.resolve_model_path(config.model.path))
+  # The run record: the workdir alone then says which base model and dtype its checkpoints belong to
+  # (launch/export_hf.py and evaluation read it through grounding_jax.eval.model_ref).
+  model_ref.write_run_config(config.workdir, config)
   logging.info("config:\n%s", config)
   history = trainer.train(config)
   if history:

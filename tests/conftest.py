@@ -106,3 +106,25 @@ def distributed_launch():
   env = {k: v for k, v in os.environ.items()
          if not k.startswith(("JAX_COORDINATOR", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_"))}
   return f"127.0.0.1:{port}", env
+
+
+# A chat template over the toy word vocabulary (tests/rl/toy_task.py): each turn "w90 <content> w91",
+# the generation prompt "w92".
+TOY_CHAT_TEMPLATE = ("{% for m in messages %}w90 {{ m['content'] }} w91 {% endfor %}"
+                     "{% if add_generation_prompt %}w92{% endif %}")
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_model(tiny_checkpoint, tmp_path_factory):
+  """A tiny random llama folder with the toy word tokenizer and a chat template: a complete HF
+  folder (weights, config, tokenizer, chat template) as launch/sft.py and export need."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, str(pathlib.Path(__file__).parent / "rl"))
+  import toy_task  # pylint: disable=g-import-not-at-top
+  folder = tmp_path_factory.mktemp("tiny_chat") / "model"
+  shutil.copytree(tiny_checkpoint("llama"), folder)
+  tokenizer = toy_task.make_tokenizer()
+  tokenizer.chat_template = TOY_CHAT_TEMPLATE
+  tokenizer.save_pretrained(folder)
+  return folder

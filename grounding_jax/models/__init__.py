@@ -6,10 +6,15 @@
   tokenizer = load_tokenizer(folder)                    # left padding, pad falls back to eos
 """
 
+import jax.numpy as jnp
+
 from grounding_jax.models.config import ModelConfig
 from grounding_jax.models.hf_io import load_pretrained, save_pretrained
 from grounding_jax.models.tokenizer import load_tokenizer
 from grounding_jax.models.transformer import KVCache, Transformer
 
-__all__ = ["KVCache", "ModelConfig", "Transformer", "load_pretrained", "load_tokenizer",
+# The dtypes a config may name for parameters and compute (model.param_dtype / compute_dtype).
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+__all__ = ["DTYPES", "KVCache", "ModelConfig", "Transformer", "load_pretrained", "load_tokenizer",
            "save_pretrained"]

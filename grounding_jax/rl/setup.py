@@ -11,7 +11,6 @@ import copy
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -25,7 +24,6 @@ from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
 RewardSpec = Sequence[tuple[str, float, Callable]]
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 _PROGRAMS: dict = {}  # (graphdef, optimizer key, UpdateSettings) -> jitted (train_step, logprob_fn)
 
 
@@ -48,8 +46,8 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   if not c.stages:
     raise ValueError("config.stages is empty")
   for field in ("compute_dtype", "param_dtype"):
-    if c.model[field] not in DTYPES:
-      raise ValueError(f"model.{field}={c.model[field]!r}; use one of {sorted(DTYPES)}")
+    if c.model[field] not in models.DTYPES:
+      raise ValueError(f"model.{field}={c.model[field]!r}; use one of {sorted(models.DTYPES)}")
   for st in c.stages:
     recipes.get_recipe(st.recipe)  # an unknown name fails here, naming the recipes
     stage_config(c, st)  # unknown override fields fail here
@@ -87,9 +85,9 @@ def mesh_from_config(axes: ml_collections.ConfigDict):
 def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
   """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path."""
   if model is None:
-    model = models.load_pretrained(c.model.path, dtype=DTYPES[c.model.param_dtype],
-                                   compute_dtype=DTYPES[c.model.compute_dtype], remat=c.model.remat,
-                                   remat_policy=c.model.remat_policy, mesh=mesh)
+    model = models.load_pretrained(c.model.path, dtype=models.DTYPES[c.model.param_dtype],
+                                   compute_dtype=models.DTYPES[c.model.compute_dtype],
+                                   remat=c.model.remat, remat_policy=c.model.remat_policy, mesh=mesh)
     tokenizer = tokenizer or models.load_tokenizer(c.model.path)
   elif mesh is not None:
     model = parallel.shard_model(model, mesh)

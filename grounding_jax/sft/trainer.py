@@ -2,16 +2,16 @@
 
 Shares the model, log-prob kernel, optimizer, checkpoint and metrics code with the GRPO trainer:
 
-    trainer = SFTTrainer(config, pairs=[(prompt_text, completion_text), ...])
-    history = trainer.train()
+    trainer = SFTTrainer(config)        # rows from config.data (sft/data.py), or rows=[SFTRow, ...]
+    history = trainer.train()           # resumes from <workdir>/checkpoints; metrics in <workdir>/logs
 
 Loss = Σ −log p(completion token) / Σ completion tokens over each mini-batch (token mean, as TRL's
 SFTTrainer with completion-only loss); prompts are context only. Micro-batches accumulate exactly.
+launch/sft.py runs it from configs/sft.py and writes <workdir>/hf.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Optional, Sequence
 
@@ -28,7 +28,7 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
 from grounding_jax.rl import logprobs as logprobs_lib
-from grounding_jax.rl.setup import DTYPES
+from grounding_jax.sft import data as sft_data
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -36,10 +36,18 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
   c.workdir = "/tmp/grounding_jax_sft"
-  c.model = ml_collections.ConfigDict(dict(path="", param_dtype="float32", compute_dtype="float32",
-                                           remat=False))
+  c.model = ml_collections.ConfigDict(dict(
+      path="",                    # HF folder (config.json + safetensors + tokenizer)
+      param_dtype="float32",      # master weights (and the checkpoints' dtype)
+      compute_dtype="float32",    # "bfloat16" on accelerators
+      remat=False,                # recompute layer activations in the backward pass
+      remat_policy="full",        # "full" | "save_dots" (see rl/config.py)
+  ))
   c.data = ml_collections.ConfigDict(dict(
-      path="",                    # JSONL with "prompt" and "completion" text fields
+      kind="jsonl",               # "jsonl": rows {prompt | messages, target} from `path` (sft/data.py)
+      path="",
+      prompt_as_user_turn=False,  # True: wrap a row's "prompt" as one user turn of the chat template
+      enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 template switch
       max_prompt_tokens=1024,     # longer prompts lose tokens on the left
       max_completion_tokens=512,  # longer completions are cut (EOS then dropped)
   ))
@@ -52,7 +60,9 @@ def default_config() -> ml_collections.ConfigDict:
   c.optimizer.schedule = "cosine"
   c.optimizer.warmup_ratio = 0.1
   c.checkpoint = ml_collections.ConfigDict(dict(every_steps=100, max_to_keep=2, resume=True))
-  c.logging = ml_collections.ConfigDict(dict(console=True))
+  c.logging = ml_collections.ConfigDict(dict(console=True))  # tqdm bar on the console
+  c.export_hf = True              # launch/sft.py writes <workdir>/hf at the end (config.model.path of
+                                  # launch/train.py); launch/export_hf.py exports any step on request
   return c
 
 
@@ -114,24 +124,28 @@ class SFTTrainer:
   Args:
     config: see `default_config()`.
     model, tokenizer: an already-loaded model (else from config.model.path).
-    pairs: [(prompt text, completion text)]; default read from config.data.path (JSONL).
+    rows: SFT rows (sft/data.py); default read from config.data — and checked before any model loads.
   """
 
   def __init__(self, config: ml_collections.ConfigDict, *, model=None, tokenizer=None,
-               pairs: Optional[Sequence[tuple[str, str]]] = None):
+               rows: Optional[Sequence[sft_data.SFTRow]] = None):
     self.config = config
     if config.batch_size % config.micro_batch_size:
       raise ValueError(f"batch_size={config.batch_size} is not a multiple of "
                        f"micro_batch_size={config.micro_batch_size}")
+    if rows is None:
+      rows = sft_data.load_rows(config.data)
+    if len(rows) < config.batch_size:
+      raise ValueError(f"{len(rows)} SFT rows are fewer than batch_size={config.batch_size}")
+    if tokenizer is None:
+      tokenizer = models.load_tokenizer(config.model.path)
+    pairs = sft_data.render(rows, tokenizer, prompt_as_user_turn=config.data.prompt_as_user_turn,
+                            enable_thinking=config.data.enable_thinking)
     if model is None:
-      model = models.load_pretrained(config.model.path, dtype=DTYPES[config.model.param_dtype],
-                                     compute_dtype=DTYPES[config.model.compute_dtype],
-                                     remat=config.model.remat)
-      tokenizer = tokenizer or models.load_tokenizer(config.model.path)
-    if pairs is None:
-      pairs = read_pairs(config.data.path)
-    if len(pairs) < config.batch_size:
-      raise ValueError(f"{len(pairs)} SFT pairs are fewer than batch_size={config.batch_size}")
+      model = models.load_pretrained(config.model.path, dtype=models.DTYPES[config.model.param_dtype],
+                                     compute_dtype=models.DTYPES[config.model.compute_dtype],
+                                     remat=config.model.remat,
+                                     remat_policy=config.model.remat_policy)
     self.model, self.tokenizer = model, tokenizer
     self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
                                max_completion_tokens=config.data.max_completion_tokens)
@@ -139,8 +153,13 @@ class SFTTrainer:
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
                                                  max_to_keep=config.checkpoint.max_to_keep)
 
-  def train(self) -> list[dict]:
-    """Runs num_epochs over the pairs (seeded shuffle per epoch); returns per-step metrics."""
+  def train(self, max_steps: Optional[int] = None) -> list[dict]:
+    """Runs (or resumes) num_epochs over the rows (seeded shuffle per epoch); returns this call's
+    per-step metrics.
+
+    Args:
+      max_steps: stop after this many steps in this call (checkpointing at the stop); None = all.
+    """
     c = self.config
     n = self.data["completion_ids"].shape[0]
     steps_per_epoch = n // c.batch_size
@@ -156,7 +175,7 @@ class SFTTrainer:
                                           console=c.logging.console, console_keys=("loss",))
     history = []
     try:
-      while step < total:
+      while step < total and (max_steps is None or len(history) < max_steps):
         epoch, k = divmod(step, steps_per_epoch)
         order = np.random.default_rng([c.seed, epoch]).permutation(n)
         idx = order[k * c.batch_size:(k + 1) * c.batch_size]
@@ -169,25 +188,9 @@ class SFTTrainer:
         step += 1
         writer.write(step, m)
         history.append({"step": step, **m})
-        if step % c.checkpoint.every_steps == 0 or step == total:
+        if step % c.checkpoint.every_steps == 0 or step == total or len(history) == max_steps:
           self.checkpointer.save(step, {"params": self.params, "opt_state": opt_state})
     finally:
       writer.close()
     self.model = nnx.merge(self.graphdef, self.params, self.rest)
     return history
-
-
-def read_pairs(path: str) -> list[tuple[str, str]]:
-  """(prompt, completion) pairs from a JSONL file with "prompt" and "completion" fields."""
-  if not path:
-    raise ValueError("config.data.path is empty: give a JSONL file of {prompt, completion} rows")
-  pairs = []
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      row = json.loads(line)
-      if not isinstance(row.get("prompt"), str) or not isinstance(row.get("completion"), str):
-        raise ValueError(f"{path}:{line_no}: each row needs string fields 'prompt' and 'completion'")
-      pairs.append((row["prompt"], row["completion"]))
-  return pairs

@@ -13,7 +13,8 @@ import pytest
 from grounding_jax.recipes import available_recipes, get_reward
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "configs").glob("*.py"))
+# GRPO configs; configs/sft.py (launch/sft.py) is tested in tests/sft/test_sft_launch.py.
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.py") if p.stem != "sft")
 
 
 def _load(path):
@@ -58,3 +59,5 @@ def test_default_config_trains_through_the_launcher(tiny_smollm2_dir, tmp_path):
   assert [r["step"] for r in rows] == [1, 2]
   assert all(-1.0 <= r["reward/mean"] <= 1.0 for r in rows)
   assert any((workdir / "checkpoints").iterdir())
+  record = json.loads((workdir / "config.json").read_text())  # the run record says which base model
+  assert record["model"]["path"] == str(model_dir) and record["model"]["param_dtype"] == "float32"

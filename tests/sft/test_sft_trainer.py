@@ -10,6 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "rl"))
 import toy_task  # noqa: E402
 
 from grounding_jax import models  # noqa: E402
+from grounding_jax.sft import data as sft_data  # noqa: E402
 from grounding_jax.sft import trainer as sft  # noqa: E402
 
 
@@ -46,8 +47,31 @@ def test_sft_learns_and_checkpoints(tiny_checkpoint, tmp_path):
   c.logging.console = False
   c.logprob_chunk_size = 48
   tr = sft.SFTTrainer(c, model=models.load_pretrained(tiny_checkpoint("llama")),
-                      tokenizer=toy_task.make_tokenizer(), pairs=_pairs())
+                      tokenizer=toy_task.make_tokenizer(),
+                      rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _pairs()])
   hist = tr.train()
   assert len(hist) == 8
   assert hist[-1]["loss"] < 0.6 * hist[0]["loss"], [round(h["loss"], 3) for h in hist]
   assert tr.checkpointer.latest_step() == 8
+
+
+def test_resume_continues_exactly(tiny_checkpoint, tmp_path):
+  def trainer(workdir):
+    c = sft.default_config()
+    c.workdir = str(workdir)
+    c.batch_size, c.micro_batch_size, c.num_epochs = 8, 4, 3  # 2 steps an epoch: the order reshuffles
+    c.optimizer.learning_rate = 1e-2
+    c.checkpoint.every_steps = 100  # only the stop (and the end) checkpoint
+    c.logging.console = False
+    c.logprob_chunk_size = 48
+    return sft.SFTTrainer(c, model=models.load_pretrained(tiny_checkpoint("llama")),
+                          tokenizer=toy_task.make_tokenizer(),
+                          rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _pairs()])
+
+  whole = trainer(tmp_path / "whole").train()
+  first = trainer(tmp_path / "split").train(max_steps=3)
+  resumed = trainer(tmp_path / "split")
+  rest = resumed.train()
+  assert [h["step"] for h in first] == [1, 2, 3] and [h["step"] for h in rest] == [4, 5, 6]
+  np.testing.assert_allclose([h["loss"] for h in first + rest], [h["loss"] for h in whole], rtol=1e-6)
+  assert resumed.checkpointer.all_steps() == [3, 6]

@@ -1,0 +1,174 @@
+"""Which model is M: an HF folder, a training or SFT workdir (its newest checkpoint), or `workdir@step`.
+
+  ref = resolve("/runs/grace@200")        # cheap: reads <workdir>/config.json and checkpoint metadata
+  loaded = load(ref)                      # LoadedModel(model, tokenizer, ref); ref.step == 200
+
+A workdir holds `checkpoints/` (the trainers' Checkpointer) and `config.json`, the run record that
+launch/train.py and launch/sft.py write (`write_run_config`): its `model.path` names the HF folder
+whose architecture and tokenizer the checkpoints belong to, `model.param_dtype` the dtype they hold.
+Only the policy parameters ("['params']") are read from a checkpoint, not the optimizer state.
+
+This sits at the eval layer because evaluation and export are its callers and it reads what both
+trainers write; it reuses `rl.presets.resolve_model_path` for the "smollm2" preset name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+from typing import Any, Optional
+
+import jax
+import ml_collections
+from flax import nnx
+
+from grounding_jax import checkpoints
+from grounding_jax import models
+from grounding_jax.rl import presets
+
+RUN_CONFIG = "config.json"      # <workdir>/config.json: the resolved run config (ml_collections JSON)
+CHECKPOINTS = "checkpoints"     # <workdir>/checkpoints: where both trainers save
+PARAMS = "['params']"           # key path of the policy parameters in a saved training state
+_EXPECTED = ("an HF folder (config.json + model.safetensors), a training or SFT workdir (checkpoints/ + "
+             "config.json), or workdir@step")
+
+
+def write_run_config(workdir: str | os.PathLike, config: ml_collections.ConfigDict) -> pathlib.Path:
+  """Writes the resolved run config to <workdir>/config.json (process 0; an identical file is kept).
+
+  Call it with the config as the run will use it (model.path resolved to a folder), so the workdir
+  alone says which base model and dtype its checkpoints belong to.
+  """
+  path = pathlib.Path(workdir) / RUN_CONFIG
+  text = config.to_json(indent=2, sort_keys=True) + "\n"
+  if jax.process_index() != 0 or (path.is_file() and path.read_text() == text):
+    return path
+  path.parent.mkdir(parents=True, exist_ok=True)
+  partial = path.with_suffix(".json.partial")
+  partial.write_text(text)
+  partial.replace(path)
+  return path
+
+
+def read_run_config(workdir: str | os.PathLike) -> dict[str, Any]:
+  """The run record of a workdir as a dict. Raises FileNotFoundError naming what wrote it."""
+  path = pathlib.Path(workdir) / RUN_CONFIG
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} is missing: a workdir's run record is written by launch/train.py "
+                            f"and launch/sft.py; without it the base model of {workdir} is unknown")
+  return json.loads(path.read_text())
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRef:
+  """A resolved model reference.
+
+  Attributes:
+    spec: what the user wrote.
+    hf_folder: the weights (checkpoint None) or the base model whose architecture and tokenizer the
+      checkpoint belongs to.
+    workdir: the run's folder, or None for an HF folder.
+    step: the checkpoint step, or None for an HF folder.
+    param_dtype: dtype of the stored weights ("float32", "bfloat16", …).
+  """
+  spec: str
+  hf_folder: str
+  workdir: Optional[str] = None
+  step: Optional[int] = None
+  param_dtype: str = "float32"
+
+  @property
+  def name(self) -> str:
+    """A short label for tables: the folder, or workdir@step."""
+    return self.hf_folder if self.workdir is None else f"{self.workdir}@{self.step}"
+
+
+@dataclasses.dataclass
+class LoadedModel:
+  """What `load` returns: the model (its checkpoint's parameters), its tokenizer, and where it came from."""
+  model: models.Transformer
+  tokenizer: Any
+  ref: ModelRef
+
+
+def _is_hf_folder(path: pathlib.Path) -> bool:
+  return (path / "config.json").is_file() and any(
+      (path / f).is_file() for f in ("model.safetensors", "model.safetensors.index.json"))
+
+
+def resolve(spec: str) -> ModelRef:
+  """Resolves M without loading weights; every error is one line naming the value and what was expected.
+
+  Args:
+    spec: an HF folder, "smollm2" (the offline SmolLM2 preset), a workdir (newest checkpoint), or
+      "workdir@step".
+  Raises:
+    FileNotFoundError: no such folder, no such step (the message lists the steps there are), a missing
+      run record or base model folder.
+    ValueError: a folder that is neither an HF folder nor a workdir; a step that is not an integer.
+  """
+  spec = str(spec)
+  if spec == presets.SMOLLM2:
+    return ModelRef(spec, presets.resolve_model_path(spec))
+  path, step = spec, None
+  match = re.fullmatch(r"(.+)@([^@/]*)", spec)
+  if match and not pathlib.Path(spec).exists():
+    path, step_text = match.groups()
+    if not step_text.isdigit():
+      raise ValueError(f"{spec}: the step after '@' must be a non-negative integer, e.g. {path}@100")
+    step = int(step_text)
+  folder = pathlib.Path(path)
+  if not folder.is_dir():
+    raise FileNotFoundError(f"{path}: no such folder; expected {_EXPECTED}")
+  if not (folder / CHECKPOINTS).is_dir() and _is_hf_folder(folder):
+    if step is not None:
+      raise ValueError(f"{spec}: {path} is an HF folder, which has no steps; '@step' picks a "
+                       f"checkpoint of a workdir")
+    return ModelRef(spec, str(folder.absolute()))
+  if not (folder / CHECKPOINTS).is_dir():
+    raise ValueError(f"{path}: neither an HF folder nor a workdir; expected {_EXPECTED}")
+  record = read_run_config(folder)
+  base = pathlib.Path(presets.resolve_model_path(record.get("model", {}).get("path", "")))
+  if not _is_hf_folder(base):
+    raise FileNotFoundError(f"{base} (model.path in {folder / RUN_CONFIG}) is not an HF folder; the "
+                            f"checkpoints of {path} need its config.json and tokenizer")
+  checkpointer = checkpoints.Checkpointer(folder / CHECKPOINTS)
+  try:
+    step = checkpointer.read_meta(step)["step"]
+  finally:
+    checkpointer.close()
+  return ModelRef(spec, str(base.absolute()), workdir=str(folder.absolute()), step=int(step),
+                  param_dtype=record["model"].get("param_dtype", "float32"))
+
+
+def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rules=None) -> LoadedModel:
+  """Loads the model and tokenizer of `ref` (a ModelRef or a spec for `resolve`).
+
+  Args:
+    ref: what to load.
+    dtype: parameter dtype; None = as stored (the run's model.param_dtype; float32 for HF folders).
+    compute_dtype: activation dtype; None = `dtype`.
+    mesh, rules: place parameters sharded by logical axis names (see models.load_pretrained).
+  """
+  if not isinstance(ref, ModelRef):
+    ref = resolve(ref)
+  dtype = models.DTYPES[ref.param_dtype] if dtype is None else dtype
+  # The base folder gives the architecture, the tokenizer and arrays with the right shardings, which
+  # the checkpoint's parameters then replace (read and cast by orbax straight into those shardings).
+  model = models.load_pretrained(ref.hf_folder, dtype=dtype, compute_dtype=compute_dtype, mesh=mesh,
+                                 rules=rules)
+  tokenizer = models.load_tokenizer(ref.hf_folder)
+  if ref.workdir is None:
+    return LoadedModel(model, tokenizer, ref)
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  checkpointer = checkpoints.Checkpointer(pathlib.Path(ref.workdir) / CHECKPOINTS)
+  try:
+    params, _ = checkpoints.restore_subtree(checkpointer, params, PARAMS, step=ref.step)
+  finally:
+    checkpointer.close()
+  model = nnx.merge(graphdef, params, rest)
+  model.source_path = ref.hf_folder  # where its tokenizer files are (save_pretrained copies them)
+  return LoadedModel(model, tokenizer, ref)

@@ -1,0 +1,122 @@
+"""A servable Hugging Face folder from a model: what `transformers.from_pretrained` and vLLM read.
+
+  export_hf(model, "out/", tokenizer_from="base/", dtype=jnp.bfloat16)
+
+writes config.json and model.safetensors (or shards + index) through `save_pretrained`, the tokenizer
+files of `tokenizer_from` as they are (tokenizer.json, tokenizer_config.json, chat_template.jinja, …),
+and generation_config.json with the model's bos / eos / pad ids. The folder is written beside the
+output and renamed into place, so a failed export never leaves half a model where a server looks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+from typing import Any
+
+import jax
+from flax import nnx
+
+from grounding_jax.models.hf_io import TOKENIZER_FILES, save_pretrained
+from grounding_jax.models.tokenizer import load_tokenizer
+from grounding_jax.models.transformer import Transformer
+
+GENERATION_CONFIG = "generation_config.json"
+
+
+def check_output_dir(folder: str | os.PathLike, *, overwrite: bool) -> None:
+  """Raises unless `folder` is absent or empty, or (with overwrite) holds only an earlier export.
+
+  An earlier export is a folder with a config.json and no sub-folders; anything else (a workdir, a
+  home directory) is never replaced, even with overwrite.
+  """
+  folder = pathlib.Path(folder)
+  if not folder.exists():
+    return
+  if not folder.is_dir():
+    raise FileExistsError(f"{folder} is a file; give a folder for the HF export")
+  entries = sorted(p.name for p in folder.iterdir())
+  if not entries:
+    return
+  if not overwrite:
+    shown = ", ".join(entries[:4]) + (", …" if len(entries) > 4 else "")
+    raise FileExistsError(f"{folder} is not empty ({shown}); pass --overwrite to replace an earlier "
+                          f"export, or choose a new folder")
+  subfolders = [p.name for p in folder.iterdir() if p.is_dir()]
+  has_config = (folder / "config.json").is_file()
+  if subfolders or not has_config:
+    raise FileExistsError(f"{folder} does not look like an earlier HF export (sub-folders "
+                          f"{subfolders[:3]}{'' if has_config else ', no config.json'}); refusing to "
+                          f"replace it even with --overwrite")
+
+
+def generation_config(model: Transformer, tokenizer_from: str | os.PathLike) -> dict[str, Any]:
+  """generation_config.json: the base folder's (sampling defaults kept) with the model's token ids.
+
+  eos is every end id that the model's config, the base generation config and the tokenizer name (chat
+  models end a turn with the tokenizer's eos, e.g. SmolLM2's <|im_end|>, which a server must stop on).
+  """
+  base = pathlib.Path(tokenizer_from)
+  out: dict[str, Any] = {}
+  if (base / GENERATION_CONFIG).is_file():
+    out = json.loads((base / GENERATION_CONFIG).read_text())
+  tokenizer = load_tokenizer(base)
+  c = model.config
+
+  def ids(value):
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+  eos = []
+  for i in ids(c.eos_token_id) + ids(out.get("eos_token_id")) + ids(tokenizer.eos_token_id):
+    if int(i) not in eos:
+      eos.append(int(i))
+  bos = c.bos_token_id if c.bos_token_id is not None else tokenizer.bos_token_id
+  pad = c.pad_token_id if c.pad_token_id is not None else tokenizer.pad_token_id
+  for key, value in (("bos_token_id", bos), ("eos_token_id", eos[0] if len(eos) == 1 else eos or None),
+                     ("pad_token_id", pad)):
+    if value is None:
+      out.pop(key, None)
+    else:
+      out[key] = value
+  out.setdefault("_from_model_config", False)
+  return out
+
+
+def export_hf(model: Transformer, folder: str | os.PathLike, *, tokenizer_from: str | os.PathLike,
+              dtype=None, overwrite: bool = False) -> pathlib.Path:
+  """Writes `model` as a servable HF folder; returns its path.
+
+  Args:
+    model: the Transformer (any sharding; every process of a multi-host run must call this).
+    folder: output folder; see `check_output_dir` for what may be replaced.
+    tokenizer_from: an HF folder whose tokenizer files (and chat template) are copied.
+    dtype: parameter dtype of the written tensors (e.g. jnp.bfloat16); None keeps the model's.
+    overwrite: replace an earlier export in `folder`.
+  Raises:
+    FileExistsError: `folder` holds something else (see check_output_dir).
+    FileNotFoundError: `tokenizer_from` has no tokenizer files.
+  """
+  folder = pathlib.Path(folder).absolute()
+  check_output_dir(folder, overwrite=overwrite)
+  source = pathlib.Path(tokenizer_from)
+  if not any((source / f).is_file() for f in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+    raise FileNotFoundError(f"{source}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, …) to "
+                            f"put beside the weights; an export without them cannot be served")
+  if dtype is not None:
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    model = nnx.merge(graphdef, jax.tree.map(lambda x: x.astype(dtype), params), rest)
+  partial = folder.parent / f".{folder.name}.partial"
+  writer = jax.process_index() == 0
+  if writer and partial.exists():
+    shutil.rmtree(partial)
+  save_pretrained(model, partial, tokenizer=str(source))
+  if not writer:
+    return folder
+  (partial / GENERATION_CONFIG).write_text(
+      json.dumps(generation_config(model, source), indent=2, sort_keys=True) + "\n")
+  if folder.exists():
+    shutil.rmtree(folder)  # check_output_dir allowed it: empty, or an earlier export
+  partial.rename(folder)
+  return folder

@@ -1,0 +1,133 @@
+"""SFT rows: a context and the target the model learns to write after it.
+
+A JSONL row is one of
+  {"prompt": str, "target": str}
+  {"messages": [{"role": str, "content": str}, ...], "target": str}
+(other fields, e.g. "id", are kept out of the way). `messages` are rendered with the model's chat
+template and its generation prompt, so the target is the assistant's reply. `prompt` is text the model
+sees as is — already rendered, as the RL data layer renders its prompts — unless
+`data.prompt_as_user_turn` wraps it as one user turn of the chat template. The loss falls on the target
+tokens (and the EOS after them) only; see sft/trainer.py.
+
+Rows are read and checked before any model loads; an error names file:line and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any, Mapping, Optional, Sequence
+
+import ml_collections
+
+from grounding_jax.models import tokenizer as tokenizer_lib
+
+KINDS = ("jsonl",)
+_MISSING = object()  # a field absent from a row (None is a JSON value: null)
+_ROW_SHAPE = ('each row is {"prompt": str, "target": str} or '
+              '{"messages": [{"role": str, "content": str}, ...], "target": str}')
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTRow:
+  """One training pair: `prompt` text or chat `messages` (exactly one), and the `target` text."""
+  target: str
+  prompt: Optional[str] = None
+  messages: Optional[tuple[Mapping[str, str], ...]] = None
+  where: str = ""  # "file:line", for errors raised after reading
+
+
+def load_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
+  """The rows of config.data by its `kind` (today "jsonl": the file at data.path)."""
+  if data.kind == "jsonl":
+    return read_jsonl(data.path)
+  raise ValueError(f"config.data.kind={data.kind!r}; expected one of {KINDS}")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[SFTRow]:
+  """Reads and checks every row of a JSONL file (blank lines skipped).
+
+  Raises:
+    ValueError: an empty path, an empty file, or a malformed row ("file:line: field '…' …").
+    FileNotFoundError: no such file.
+  """
+  if not path:
+    raise ValueError("config.data.path is empty: give a JSONL file; " + _ROW_SHAPE)
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"{path}: no such SFT data file (config.data.path)")
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for line_no, line in enumerate(f, 1):
+      if line.strip():
+        rows.append(_parse_row(line, f"{path}:{line_no}"))
+  if not rows:
+    raise ValueError(f"{path}: no rows; " + _ROW_SHAPE)
+  return rows
+
+
+def _parse_row(line: str, where: str) -> SFTRow:
+  try:
+    row = json.loads(line)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); {_ROW_SHAPE}") from None
+  if not isinstance(row, dict):
+    raise ValueError(f"{where}: a row must be a JSON object, got {type(row).__name__}; {_ROW_SHAPE}")
+
+  def bad(field: str, value: Any, want: str) -> ValueError:
+    got = "missing" if value is _MISSING else f"{type(value).__name__} {_short(value)}"
+    return ValueError(f"{where}: field '{field}' must be {want} (got {got}); {_ROW_SHAPE}")
+
+  target = row.get("target", _MISSING)
+  if not isinstance(target, str) or not target:
+    raise bad("target", target, "a non-empty string")
+  if ("prompt" in row) == ("messages" in row):
+    raise ValueError(f"{where}: give exactly one of the fields 'prompt' and 'messages' "
+                     f"({'both' if 'prompt' in row else 'neither'} given); {_ROW_SHAPE}")
+  if "prompt" in row:
+    if not isinstance(row["prompt"], str):
+      raise bad("prompt", row["prompt"], "a string")
+    return SFTRow(target=target, prompt=row["prompt"], where=where)
+  messages = row["messages"]
+  if not isinstance(messages, list) or not messages:
+    raise bad("messages", messages, "a non-empty list of {role, content} objects")
+  for i, m in enumerate(messages):
+    if not isinstance(m, dict):
+      raise bad(f"messages[{i}]", m, "an object with string 'role' and 'content'")
+    for key in ("role", "content"):
+      if not isinstance(m.get(key, _MISSING), str):
+        raise bad(f"messages[{i}].{key}", m.get(key, _MISSING), "a string")
+  return SFTRow(target=target, messages=tuple({"role": m["role"], "content": m["content"]}
+                                              for m in messages), where=where)
+
+
+def _short(value: Any) -> str:
+  text = json.dumps(value)
+  return text if len(text) <= 40 else text[:37] + "..."
+
+
+def render(rows: Sequence[SFTRow], tokenizer, *, prompt_as_user_turn: bool = False,
+           enable_thinking: Optional[bool] = None) -> list[tuple[str, str]]:
+  """(prompt text, target text) per row: messages (and wrapped prompts) through the chat template.
+
+  Raises:
+    ValueError: a row needs the chat template and the tokenizer has none (names the row).
+  """
+  needs_template = [r for r in rows if r.messages is not None or prompt_as_user_turn]
+  if needs_template and not getattr(tokenizer, "chat_template", None):
+    row = needs_template[0]
+    field = "messages" if row.messages is not None else "prompt (data.prompt_as_user_turn=True)"
+    raise ValueError(f"{row.where}: field '{field}' needs a chat template, but tokenizer "
+                     f"{tokenizer.name_or_path!r} has none; give rendered 'prompt' text instead")
+  pairs = []
+  for r in rows:
+    if r.messages is not None or prompt_as_user_turn:
+      messages = r.messages if r.messages is not None else ({"role": "user", "content": r.prompt},)
+      prompt = tokenizer_lib.render_chat(tokenizer, messages, add_generation_prompt=True,
+                                         enable_thinking=enable_thinking)
+    else:
+      prompt = r.prompt
+    pairs.append((prompt, r.target))
+  return pairs

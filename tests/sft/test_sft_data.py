@@ -1,0 +1,65 @@
+"""SFT rows: both row shapes render as documented; a malformed row names file:line and the field."""
+
+import json
+
+import pytest
+
+from grounding_jax import models
+from grounding_jax.sft import data as sft_data
+
+
+def _write(tmp_path, lines):
+  path = tmp_path / "rows.jsonl"
+  path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+  return path
+
+
+GOOD = {"prompt": "w17 w18", "target": "w5 w6"}
+
+
+@pytest.mark.parametrize("bad_row, field", [
+    ({"prompt": "w17"}, "field 'target' must be a non-empty string (got missing)"),
+    ({"prompt": "w17", "target": ""}, "field 'target' must be a non-empty string"),
+    ({"prompt": 3, "target": "w5"}, "field 'prompt' must be a string (got int 3)"),
+    ({"target": "w5"}, "exactly one of the fields 'prompt' and 'messages' (neither given)"),
+    ({"prompt": "w1", "messages": [], "target": "w5"}, "(both given)"),
+    ({"messages": [], "target": "w5"}, "field 'messages' must be a non-empty list"),
+    ({"messages": [{"role": "user"}], "target": "w5"}, "field 'messages[0].content' must be a string"),
+    ({"messages": [{"role": "user", "content": "a"}, "hi"], "target": "w5"},
+     "field 'messages[1]' must be an object"),
+    ("[1, 2]", "a row must be a JSON object, got list"),
+    ('{"prompt": "w1", "target": ', "not valid JSON"),
+])
+def test_malformed_row_names_file_line_and_field(tmp_path, bad_row, field):
+  path = _write(tmp_path, [GOOD, "", GOOD, bad_row, GOOD])
+  with pytest.raises(ValueError) as e:
+    sft_data.read_jsonl(path)
+  message = str(e.value)
+  assert message.startswith(f"{path}:4: ") and field in message, message
+  assert "\n" not in message
+
+
+def test_empty_path_file_and_unknown_kind(tmp_path):
+  with pytest.raises(ValueError, match="config.data.path is empty"):
+    sft_data.read_jsonl("")
+  with pytest.raises(ValueError, match="no rows"):
+    sft_data.read_jsonl(_write(tmp_path, [""]))
+  with pytest.raises(FileNotFoundError, match="no such SFT data file"):
+    sft_data.read_jsonl(tmp_path / "absent.jsonl")
+  with pytest.raises(ValueError, match=r"data.kind='recipe'; expected one of \('jsonl',\)"):
+    sft_data.load_rows(type("D", (), {"kind": "recipe"})())
+
+
+def test_messages_use_the_chat_template_and_prompts_stay_as_text(tiny_chat_model, tmp_path):
+  path = _write(tmp_path, [
+      {"prompt": "w17 w18", "target": "w5", "id": "extra fields are ignored"},
+      {"messages": [{"role": "system", "content": "w20"}, {"role": "user", "content": "w17"}],
+       "target": "w6 w7"}])
+  rows = sft_data.read_jsonl(path)
+  tok = models.load_tokenizer(tiny_chat_model)
+  # The chat template writes each turn as "w90 <content> w91" and the generation prompt as "w92".
+  assert sft_data.render(rows, tok) == [("w17 w18", "w5"), ("w90 w20 w91 w90 w17 w91 w92", "w6 w7")]
+  assert sft_data.render(rows[:1], tok, prompt_as_user_turn=True) == [("w90 w17 w18 w91 w92", "w5")]
+  tok.chat_template = None
+  with pytest.raises(ValueError, match=rf"{path}:2: field 'messages' needs a chat template"):
+    sft_data.render(rows, tok)
