@@ -30,12 +30,8 @@ def latest_step(directory: str | os.PathLike) -> Optional[int]:
   path = paths.as_path(directory)
   if not path.exists():
     return None
-  manager = ocp.CheckpointManager(path, item_names=_ITEMS, options=ocp.CheckpointManagerOptions(
-      create=False, read_only=True))
-  try:
-    return manager.latest_step()
-  finally:
-    manager.close()
+  steps = ocp.utils.checkpoint_steps(path)  # finalized checkpoints only, like the manager's
+  return max(steps) if steps else None
 
 
 def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
