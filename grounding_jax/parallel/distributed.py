@@ -151,8 +151,8 @@ def resolve_local_device_ids(local_device_ids: Sequence[int] | None = None) -> l
     if gpus:
       return list(range(gpus))
     logging.warning("distributed_initialize: one SLURM task on this node but its GPU count is "
-                    "unknown (no CUDA_VISIBLE_DEVICES or SLURM_GPUS_ON_NODE); jax will drive GPU 0 "
-                    "only. Set %s=0,1,...", _ENV_LOCAL_DEVICE_IDS)
+                    "unknown (no CUDA_VISIBLE_DEVICES or SLURM_GPUS_ON_NODE); on GPUs jax will "
+                    "drive GPU 0 only. Set %s=0,1,...", _ENV_LOCAL_DEVICE_IDS)
     return None
   if len(visible) == 1:
     return [0]
