@@ -28,7 +28,11 @@ restricted to [A-Za-z0-9._=,+-] and made unique. A run is finished when its newe
 equals the config's total steps (Σ stages[i].num_steps; the trainer always checkpoints the last
 step). ROOT/summary.json and ROOT/summary.md list every run of the sweep (not only those run now):
 its overrides, status, step, and the final and best values of reward/mean and of every eval/<metric>
-in <workdir>/logs/metrics.jsonl (best = max, min for keys matching --lower_is_better).
+in <workdir>/logs/metrics.jsonl (best = max, min for keys matching --lower_is_better). For readers
+(e.g. an evaluation report), summary.json is {"config": "path[:arg]", "runs": [{"index", "name",
+"workdir", "overrides", "status" (finished | partial | not started | failed), "step", "total_steps",
+"exit_code" (null if not run by this call), "metrics": {key: {"final", "final_step", "best",
+"best_step", "higher_is_better"}}}]}.
 """
 
 from __future__ import annotations

@@ -91,6 +91,20 @@ def test_declared_sweeps_build(path, tmp_path):
   assert all(r.total_steps == sum(st.num_steps for st in module.get_config(None).stages) for r in runs)
 
 
+def test_presets_in_a_sweep(tmp_path):
+  """A run's preset shapes its config (here runlocal's 3 steps decide when it is finished) and
+  reaches train.py as --preset; a missing preset stops the sweep before anything runs."""
+  from grounding_jax.rl import config as rl_config  # pylint: disable=g-import-not-at-top
+  [run] = sweep.make_runs(rl_config.default_config(), [{"preset": "runlocal", "rollout.group_size": 2}],
+                          str(tmp_path))
+  assert run.name == "preset=runlocal,group_size=2" and run.total_steps == 3  # default: 10 steps
+  assert sweep.command(run, "c.py", {"seed": 1}, python="py", entry="e.py") == [
+      "py", "e.py", "--config=c.py", "--config.seed=1", "--preset=runlocal",
+      "--config.rollout.group_size=2", f"--workdir={tmp_path}/{run.name}"]
+  with pytest.raises(ValueError, match=r"sweep run 1 \(preset=dapo_v9\): preset 'dapo_v9'"):
+    sweep.make_runs(rl_config.default_config(), [{}, {"preset": "dapo_v9"}], str(tmp_path))
+
+
 def _finish(workdir, step):
   ck = checkpoints.Checkpointer(pathlib.Path(workdir) / "checkpoints")
   ck.save(step, {"w": jnp.zeros(2)})
