@@ -112,8 +112,9 @@ def run_command(entry_args: list[str]) -> list[str]:
   program = shlex.join([_PYTHON.value, _ENTRY.value, *args])
   exports = "".join(f"export {shlex.quote(kv.split('=', 1)[0])}={shlex.quote(kv.split('=', 1)[1])}; "
                     for kv in _ENV.value)
-  prologue = (f"set -o pipefail; cd {_remote_path(_REMOTE_DIR.value)} && mkdir -p ~/grounding_jax_logs"
-              f" && {exports}WORKER=$(curl -s -H 'Metadata-Flavor: Google' {_WORKER_NUMBER_URL}); ")
+  # -e: a worker whose cd or metadata query fails stops there instead of running elsewhere / unnamed.
+  prologue = (f"set -eo pipefail; cd {_remote_path(_REMOTE_DIR.value)}; mkdir -p ~/grounding_jax_logs; "
+              f"{exports}WORKER=$(curl -sf -H 'Metadata-Flavor: Google' {_WORKER_NUMBER_URL}); ")
   if _BACKGROUND.value:
     body = f"nohup {program} > {log} 2>&1 < /dev/null & echo worker $WORKER started pid $!"
   else:
