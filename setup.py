@@ -45,5 +45,9 @@ setuptools.setup(
         # Peers the benchmarks in launch/ measure against (TRL's GRPOTrainer for bench_grpo_step.py).
         "bench": ["torch==2.13.0", "trl>=1.10,<2", "accelerate>=1.10,<2", "datasets>=4,<6"],
         "gguf": ["gguf>=0.16,<1", "torch==2.13.0"],
+        # A workdir on a gs:// bucket (launch/tpu/run.py installs it): etils.epath (orbax's and the
+        # metrics writer's path layer) reads and writes gs:// through gcsfs when TensorFlow is absent;
+        # tensorboardX writes gs:// event files only with google-cloud-storage.
+        "gcs": ["gcsfs>=2024.2", "google-cloud-storage>=2.14,<4"],
     },
 )

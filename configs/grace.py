@@ -6,6 +6,9 @@ r"""GRACE (seed 000): gated evidence/answer reward, DAPO-style GRPO (clip-higher
   python launch/train.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir=/runs/grace
   python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_grace   # CPU, minutes
+  # get_sweep: learning rate × KL (6 runs of the command above; --dry_run prints them)
+  python launch/sweep.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
+      --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir_root=/runs/grace_sweep
 
 Paper: 400 steps × 32 prompts × G=8 on 4 GPUs (note 000 §5.2). Hyper-parameters from Table 2 and the
 authors' train.sh: clip 0.2 / 0.28, dual clip 10, lr 2e-6 with 50 warm-up steps then cosine, weight
@@ -40,3 +43,9 @@ def get_config(arg=None):
     presets.runlocal(c)
     c.rollout.enable_thinking = None
   return c
+
+
+def get_sweep(arg=None):
+  """launch/sweep.py's runs: lr around the paper's 2e-6 × β (the paper trains without KL)."""
+  del arg
+  return {"optimizer.learning_rate": [1e-6, 2e-6, 4e-6], "loss.kl_coef": [0.0, 1e-3]}

@@ -19,8 +19,9 @@ DPR top-5 passages, lr 1e-6, PPO ε = 0.2, β = 1e-2, advantages (R − mean) / 
 (Eq. 11). Not reported, so [DECISION] per the note: G = 8, temperature / top-p 1.0, 768 new tokens
 for r + e, 64 per answer pass, prompts ≤ 1536 tokens, AdamW with no weight decay, constant lr after a
 short warm-up, k3 KL, GRPO's per-sequence token mean, τ = γ = 0.5 (tuned in the paper over
-{.1,.2,.5,1} / {.1,.3,.5,.8,1}; final values unreported — sweep
-`--config.reward.functions[0].options.tau`). 64 prompts × 8 per step ≈ 1,237 steps for one epoch.
+{.1,.2,.5,1} / {.1,.3,.5,.8,1}; final values unreported — get_sweep below is that grid, 20 runs:
+`python launch/sweep.py --config=configs/lear.py --config.model.path=... --workdir_root=...`).
+64 prompts × 8 per step ≈ 1,237 steps for one epoch.
 Lengths for Eqs. 6–7 are whitespace words (the reward's tokenizer option is not a config value).
 """
 
@@ -62,3 +63,9 @@ def get_config(arg=None):
     c.stages[0].data.answerable_ratio = 1.0   # invented names: no answer in context, no F1
   return c
 
+
+def get_sweep(arg=None):
+  """launch/sweep.py's runs: the paper's grid, τ ∈ {.1,.2,.5,1} × γ ∈ {.1,.3,.5,.8,1} (note 003 §5.2)."""
+  del arg
+  return {"reward.functions[0].options.tau": [0.1, 0.2, 0.5, 1.0],
+          "reward.functions[0].options.gamma": [0.1, 0.3, 0.5, 0.8, 1.0]}

@@ -5,6 +5,9 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
   python launch/train.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir=/runs/truthrl
   python launch/train.py --config=configs/truthrl.py:runlocal --workdir=/tmp/gj_truthrl   # CPU
+  # get_sweep: the v2 abstention-reward sweep × β (6 runs; --dry_run prints them)
+  python launch/sweep.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
+      --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir_root=/runs/truthrl_sweep
 
 Paper / VeRL code (note 004 §4): 64 prompts per step and one optimizer update per rollout batch,
 G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature 1.0,
@@ -23,7 +26,7 @@ def get_config(arg=None):
   c.model.remat = True
   c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0,
                         top_p=1.0))
-  c.reward.functions = [presets.reward_fn("truthrl")]
+  c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0)]  # ternary: +1 / 0 / −1
   c.advantage.update(dict(scale="group", std_ddof=1, eps=1e-6))
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=0.001, kl_estimator="k3",
                      kl_clamp=10.0, aggregation="seq_mean_token_mean"))
@@ -36,3 +39,11 @@ def get_config(arg=None):
   if arg == "runlocal":
     presets.runlocal(c)
   return c
+
+
+def get_sweep(arg=None):
+  """launch/sweep.py's runs: the abstention reward of TruthRL v2 Table 5 ({−0.5, 0, +0.5}; 0 was
+  best, note 004 §3.1) × β (the paper's 0.001, and none)."""
+  del arg
+  return {"reward.functions[0].options.abstain_reward": [-0.5, 0.0, 0.5],
+          "loss.kl_coef": [1e-3, 0.0]}

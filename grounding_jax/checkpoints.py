@@ -6,18 +6,32 @@ A checkpoint is `<dir>/<step>/` written by an orbax CheckpointManager with two i
             with the target's shardings.
   meta    — JSON: step, stage, data-iterator position, the flattened leaf paths (to validate structure),
             and anything else the trainer records.
-Resuming restores all of it, so the run continues exactly where it stopped.
+Resuming restores all of it, so the run continues exactly where it stopped. The directory may be a
+bucket URI (gs://…): orbax writes through etils.epath (grounding_jax.paths).
 """
 
 from __future__ import annotations
 
 import os
-import pathlib
 from typing import Any, Mapping, Optional
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+
+from grounding_jax import paths
+
+_ITEMS = ("arrays", "meta")
+
+
+def latest_step(directory: str | os.PathLike) -> Optional[int]:
+  """The newest complete checkpoint's step under `directory` (as Checkpointer.latest_step), or None
+  when there is none or the directory does not exist; reads only (creates nothing)."""
+  path = paths.as_path(directory)
+  if not path.exists():
+    return None
+  steps = ocp.utils.checkpoint_steps(path)  # finalized checkpoints only, like the manager's
+  return max(steps) if steps else None
 
 
 def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
@@ -31,14 +45,14 @@ class Checkpointer:
   """Saves and restores training states under one directory.
 
   Args:
-    directory: checkpoint root (created on first save).
+    directory: checkpoint root (created on first save); a local path or a bucket URI (gs://…).
     max_to_keep: keep only the newest this many checkpoints (None = all).
   """
 
   def __init__(self, directory: str | os.PathLike, *, max_to_keep: Optional[int] = 3):
-    self.directory = pathlib.Path(directory).absolute()
+    self.directory = paths.as_path(directory)
     self._manager = ocp.CheckpointManager(
-        self.directory, item_names=("arrays", "meta"),
+        self.directory, item_names=_ITEMS,
         options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True))
 
   def latest_step(self) -> Optional[int]:

@@ -1,18 +1,25 @@
 """Training metrics to TensorBoard event files, a JSONL file and a console progress bar.
 
-Only process 0 writes (multi-host runs compute identical global metrics on every host).
+Only process 0 writes (multi-host runs compute identical global metrics on every host). The log
+directory may be a bucket URI (gs://…, through grounding_jax.paths): metrics.jsonl is then rewritten
+whole at most every `bucket_flush_seconds` (bucket objects cannot be appended to), and TensorBoard
+events go to the bucket when tensorboardX can write there (gs:// needs google-cloud-storage, s3://
+boto3; otherwise a warning and no event files, metrics.jsonl still holds every value).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
-import pathlib
+import time
 from typing import Mapping, Optional, Sequence
 
 import jax
 import numpy as np
+
+from grounding_jax import paths
 
 
 class MetricsWriter:
@@ -25,19 +32,27 @@ class MetricsWriter:
 
   def __init__(self, logdir: str | os.PathLike, *, total_steps: Optional[int] = None,
                initial_step: int = 0, console: bool = True,
-               console_keys: Sequence[str] = ("reward/mean", "loss", "kl", "completion_length/mean")):
-    self.logdir = pathlib.Path(logdir)
+               console_keys: Sequence[str] = ("reward/mean", "loss", "kl", "completion_length/mean"),
+               bucket_flush_seconds: float = 30.0):
+    self.logdir = paths.as_path(logdir)
     self.active = jax.process_index() == 0
     self._console_keys = tuple(console_keys)
     self._tb = None
     self._bar = None
     self._jsonl = None
+    self._bucket_text = None   # on a bucket: the whole metrics.jsonl, rewritten on flush
+    self._bucket_flush_seconds = bucket_flush_seconds
+    self._last_upload = 0.0
     if not self.active:
       return
     self.logdir.mkdir(parents=True, exist_ok=True)
-    self._jsonl = open(self.logdir / "metrics.jsonl", "a", encoding="utf-8")
-    import tensorboardX  # pylint: disable=g-import-not-at-top
-    self._tb = tensorboardX.SummaryWriter(str(self.logdir / "tb"))
+    jsonl = self.logdir / "metrics.jsonl"
+    if paths.is_local(self.logdir):
+      self._jsonl = jsonl.open("a", encoding="utf-8")
+    else:  # a resumed run keeps the rows already there
+      self._bucket_text = jsonl.read_text(encoding="utf-8") if jsonl.exists() else ""
+      self._last_upload = time.monotonic()
+    self._tb = _tensorboard_writer(self.logdir / "tb")
     if console:
       import tqdm  # pylint: disable=g-import-not-at-top
       self._bar = tqdm.tqdm(total=total_steps, initial=initial_step, unit="step", dynamic_ncols=True)
@@ -50,18 +65,34 @@ class MetricsWriter:
     for name, value in metrics.items():
       v = float(np.asarray(value))
       row[name] = v if math.isfinite(v) else None
-      self._tb.add_scalar(name, v, global_step=int(step))
-    self._jsonl.write(json.dumps(row) + "\n")
-    self._jsonl.flush()
+      if self._tb is not None:
+        self._tb.add_scalar(name, v, global_step=int(step))
+    line = json.dumps(row) + "\n"
+    if self._jsonl is not None:
+      self._jsonl.write(line)
+      self._jsonl.flush()
+    else:
+      self._bucket_text += line
+      if time.monotonic() - self._last_upload >= self._bucket_flush_seconds:
+        self._upload()
     if self._bar is not None:
       self._bar.update(1)
       shown = {k.split("/")[0] if k.endswith("/mean") else k: f"{row[k]:.4g}"
                for k in self._console_keys if row.get(k) is not None}
       self._bar.set_postfix(shown, refresh=True)
 
+  def _upload(self) -> None:
+    (self.logdir / "metrics.jsonl").write_text(self._bucket_text, encoding="utf-8")
+    self._last_upload = time.monotonic()
+
   def flush(self) -> None:
-    if self.active:
+    if not self.active:
+      return
+    if self._jsonl is not None:
       self._jsonl.flush()
+    else:
+      self._upload()
+    if self._tb is not None:
       self._tb.flush()
 
   def close(self) -> None:
@@ -69,15 +100,35 @@ class MetricsWriter:
       return
     if self._bar is not None:
       self._bar.close()
-    self._jsonl.close()
-    self._tb.close()
+    if self._jsonl is not None:
+      self._jsonl.close()
+    else:
+      self._upload()
+    if self._tb is not None:
+      self._tb.close()
     self.active = False
 
 
+def _tensorboard_writer(logdir):
+  """A tensorboardX SummaryWriter for `logdir`, or None (with a warning) where it cannot write."""
+  import tensorboardX  # pylint: disable=g-import-not-at-top
+  where = paths.scheme(logdir)
+  if where not in ("", "gs", "s3"):  # tensorboardX would treat "az://…" as a local folder name
+    logging.warning("MetricsWriter: tensorboardX cannot write to %s; no TensorBoard events "
+                    "(metrics.jsonl has every value)", logdir)
+    return None
+  try:
+    return tensorboardX.SummaryWriter(str(logdir))
+  except ImportError as e:  # gs:// needs google-cloud-storage, s3:// boto3
+    logging.warning("MetricsWriter: no TensorBoard events under %s (%s; `pip install "
+                    "grounding_jax[gcs]` for gs://); metrics.jsonl has every value", logdir, e)
+    return None
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
-  """The rows written by MetricsWriter, in order."""
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
+  """The rows written by MetricsWriter, in order (a local path or a bucket URI)."""
+  text = paths.as_path(path).read_text(encoding="utf-8")
+  return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 # JAX's compile-phase events (jax/_src/dispatch.py): tracing to a jaxpr, lowering to MLIR, and XLA's

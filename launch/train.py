@@ -6,12 +6,16 @@ r"""Trains a policy with GRPO (or DAPO / Dr.GRPO settings) from an ml_collection
   python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_grace
   # any field from the command line (big_vision style)
   python launch/train.py --config=configs/arena.py --config.rollout.group_size=4 --workdir=...
+  # a named preset of grounding_jax.rl.presets applied to the config; --config.* fields still win
+  python launch/train.py --config=configs/truthrl.py --preset=dapo --config.loss.kl_coef=0 ...
 
 Every knob lives in the config (see grounding_jax/rl/config.py); flags only pick the config and the
 working directory. Re-running with the same --workdir resumes from its newest checkpoint. The resolved
 config is kept as <workdir>/config.json, the run record that launch/export_hf.py reads. On a
-multi-host pod slice, start this same command on every host: `distributed_initialize` reads the
-coordinator and process layout from flags or the environment (TPU VMs and SLURM set them).
+multi-host pod slice, start this same command on every host (launch/tpu/run.py does, and
+launch/slurm/ for GPU clusters): `distributed_initialize` reads the coordinator and process layout
+from flags or the environment (TPU VMs and SLURM set them). launch/sweep.py runs this command once
+per entry of a config's sweep.
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ from ml_collections import config_flags
 
 from grounding_jax import parallel
 from grounding_jax.eval import model_ref
+from grounding_jax.rl import overrides
 from grounding_jax.rl import presets
 from grounding_jax.rl import trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints and logs go here (overrides config).")
+_PRESET = flags.DEFINE_list("preset", [], "Functions of grounding_jax.rl.presets applied to the config "
+                            "in order (e.g. dapo); --config.<field> flags win over them.")
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi-host).")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes (multi-host).")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index (multi-host).")
@@ -41,7 +48,8 @@ def main(argv):
   del argv
   parallel.distributed_initialize(coordinator_address=_COORDINATOR.value,
                                   num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value)
-  config = _CONFIG.value
+  config = overrides.apply_presets(_CONFIG.value, _PRESET.value,
+                                   config_flags.get_override_values(flags.FLAGS["config"]))
   with config.unlocked():
     if _WORKDIR.value:
       config.workdir = _WORKDIR.value

@@ -66,3 +66,16 @@ def test_restore_subtree_reads_only_the_params(tmp_path):
     checkpoints.restore_subtree(ck, {"w": target["w"]})
   with pytest.raises(ValueError, match="holds 0 arrays under"):
     checkpoints.restore_subtree(ck, target, prefix="['ref_params']")
+
+
+def test_latest_step_reads_without_creating(tmp_path):
+  """checkpoints.latest_step (what launch/sweep.py uses to skip finished runs) agrees with the
+  Checkpointer, and on a missing directory answers None without creating it."""
+  assert checkpoints.latest_step(tmp_path / "absent") is None
+  assert not (tmp_path / "absent").exists()
+  ck = checkpoints.Checkpointer(tmp_path / "ck")
+  assert checkpoints.latest_step(tmp_path / "ck") is None
+  ck.save(2, _state(2))
+  ck.save(5, _state(5))
+  assert checkpoints.latest_step(tmp_path / "ck") == ck.latest_step() == 5
+  ck.close()

@@ -34,3 +34,15 @@ def test_jsonl_and_tensorboard(tmp_path):
   tb = _tb_scalars(tmp_path)
   assert tb[("reward/mean", 1)] == 0.25 and tb[("reward/mean", 2)] == 0.5
   assert math.isnan(tb[("loss", 2)])
+
+
+def test_resumed_writer_appends(tmp_path):
+  """A resumed run (a new writer on the same directory) keeps the earlier rows."""
+  w = metrics_writer.MetricsWriter(tmp_path / "logs", console=False)
+  w.write(1, {"reward/mean": 0.1})
+  w.close()
+  w = metrics_writer.MetricsWriter(str(tmp_path / "logs"), initial_step=1, console=False)
+  w.write(2, {"reward/mean": 0.2, "eval/em": 0.5})
+  w.close()
+  rows = metrics_writer.read_jsonl(str(tmp_path / "logs" / "metrics.jsonl"))
+  assert rows == [{"step": 1, "reward/mean": 0.1}, {"step": 2, "reward/mean": 0.2, "eval/em": 0.5}]
