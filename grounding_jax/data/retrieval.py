@@ -1,9 +1,11 @@
 """Retrievers behind one interface: `index(passages)`, then `search(query, k) -> [(idx, score)]`.
 
 `idx` is the 0-based position of a passage in the list given to `index`; results are best first.
-Implementations: BM25 (bm25s, Lucene variant), dense (a BERT sentence encoder, all-MiniLM-L6-v2 by
-default), retrieve-then-rerank (any scoring callable), seeded random, and oracle (gold first).
-GRACE (App. B.1) builds its training contexts with exactly these five kinds.
+Implementations: BM25 (bm25s, Lucene variant), dense (any embedder with `encode` / `encode_queries`:
+all-MiniLM-L6-v2 by default, Qwen3-Embedding from a folder — models/embedding.py), retrieve-then-rerank
+(any scoring callable: a cross-encoder such as bge-reranker-v2-m3 — `cross_encoder_rerank_fn` — or
+BM25 over the candidates), seeded random, and oracle (gold first). GRACE (App. B.1) builds its
+training contexts with exactly these five kinds.
 
 Every `search` takes a keyword `gold` (0-based gold indices) so a caller can treat retrievers
 uniformly; only the oracle reads it.
@@ -108,7 +110,8 @@ class BM25Retriever(Retriever):
 
 
 class DenseRetriever(Retriever):
-  """Cosine similarity of unit-norm sentence embeddings (default encoder: all-MiniLM-L6-v2)."""
+  """Cosine similarity of unit-norm embeddings: `encoder.encode(passages)` against
+  `encoder.encode_queries([query])` (default encoder: all-MiniLM-L6-v2)."""
 
   def __init__(self, encoder=None):
     self._encoder = encoder
@@ -127,7 +130,7 @@ class DenseRetriever(Retriever):
 
   def scores(self, query: str) -> np.ndarray:
     self._require_index()
-    return self.embeddings @ self.encoder.encode([query])[0]
+    return self.embeddings @ self.encoder.encode_queries([query])[0]
 
   def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
     _check_k(k)
@@ -144,8 +147,28 @@ def dense_rerank_fn(encoder=None) -> RerankFn:
       from grounding_jax.models import bert  # pylint: disable=g-import-not-at-top
       state["encoder"] = bert.default_encoder()
     enc = state["encoder"]
-    emb = enc.encode([query] + [passage_text(p) for p in candidates])
-    return list(map(float, emb[1:] @ emb[0]))
+    docs = enc.encode([passage_text(p) for p in candidates])
+    return list(map(float, docs @ enc.encode_queries([query])[0]))
+
+  return rerank
+
+
+def cross_encoder_rerank_fn(cross_encoder) -> RerankFn:
+  """A rerank hook scoring each (query, `title\ntext`) pair with a cross-encoder
+  (models.reranker.CrossEncoder, e.g. bge-reranker-v2-m3 as GRACE used)."""
+
+  def rerank(query: str, candidates: Sequence[Passage]) -> list[float]:
+    return list(map(float, cross_encoder.score(query, [passage_text(p) for p in candidates])))
+
+  return rerank
+
+
+def bm25_rerank_fn(k1: float = 1.5, b: float = 0.75) -> RerankFn:
+  """A rerank hook scoring candidates by BM25 over the candidate set itself (lexical evidence on top
+  of a dense first stage): the offline stand-in for a cross-encoder when none is installed."""
+
+  def rerank(query: str, candidates: Sequence[Passage]) -> list[float]:
+    return list(map(float, BM25Retriever(k1, b).index(candidates).scores(query)))
 
   return rerank
 
@@ -229,9 +252,11 @@ class OracleRetriever(Retriever):
 def make_retriever(name: str, **options) -> Retriever:
   """Builds a retriever by name: "bm25", "dense", "dense_rerank", "bm25_rerank", "random", "oracle".
 
-  The *_rerank kinds rerank with `options["rerank_fn"]`. "bm25_rerank" defaults to MiniLM cosine
-  (`dense_rerank_fn`, a sparse-then-dense hybrid); "dense_rerank" needs one (e.g. a cross-encoder such
-  as GRACE's bge-reranker-v2-m3), since reranking dense candidates by the same encoder changes nothing.
+  "dense" and "dense_rerank" embed with `options["encoder"]` (default MiniLM). The *_rerank kinds
+  rerank with `options["rerank_fn"]`. "bm25_rerank" defaults to MiniLM cosine (`dense_rerank_fn`, a
+  sparse-then-dense hybrid); "dense_rerank" needs one (GRACE's: `cross_encoder_rerank_fn` of
+  bge-reranker-v2-m3; offline: `bm25_rerank_fn`), since reranking dense candidates by the same
+  encoder changes nothing.
   """
   encoder = options.pop("encoder", None)
   if name == "bm25":
@@ -243,7 +268,8 @@ def make_retriever(name: str, **options) -> Retriever:
     rerank_fn = options.pop("rerank_fn", None)
     if rerank_fn is None and name == "dense_rerank":
       raise ValueError("make_retriever('dense_rerank') needs rerank_fn=(query, passages) -> scores, "
-                       "e.g. a cross-encoder; reranking by the dense encoder itself is a no-op.")
+                       "e.g. cross_encoder_rerank_fn(CrossEncoder(folder)) or bm25_rerank_fn(); "
+                       "reranking by the dense encoder itself is a no-op.")
     rerank_fn = rerank_fn or dense_rerank_fn(encoder)
     return RerankRetriever(first, rerank_fn, **options)
   if name == "random":

@@ -113,3 +113,40 @@ def test_make_retriever_rejects_unknown_name_and_a_no_op_rerank():
   with pytest.raises(ValueError, match="rerank_fn"):
     retrieval.make_retriever("dense_rerank")
   assert isinstance(retrieval.make_retriever("bm25_rerank"), retrieval.RerankRetriever)
+
+
+def test_dense_retriever_embeds_queries_with_the_embedders_query_prompt(tmp_path):
+  from grounding_jax.models.embedding import DecoderEmbedder
+  from tiny_encoders import QUERY_PROMPT, build_qwen3_embedding
+  enc = DecoderEmbedder(build_qwen3_embedding(tmp_path))
+  docs = [Passage("the capital of veltria is orsk ."), Passage("mara quell was a baker .", title="mara"),
+          Passage("salt mines")]
+  r = retrieval.make_retriever("dense", encoder=enc).index(docs)
+  query = "what is the capital of veltria ?"
+  want = enc.encode([retrieval.passage_text(p) for p in docs]) @ enc.encode([QUERY_PROMPT + query])[0]
+  np.testing.assert_allclose(r.scores(query), want, atol=1e-6)
+  assert not np.allclose(want, enc.encode([retrieval.passage_text(p) for p in docs]) @ enc.encode([query])[0])
+
+
+def test_cross_encoder_rerank_orders_candidates_by_its_logits(tmp_path):
+  from grounding_jax.models.reranker import CrossEncoder
+  from tiny_encoders import build_xlmr_reranker
+  ce = CrossEncoder(build_xlmr_reranker(tmp_path))
+  corpus = [Passage(p.text.lower()) for p in CORPUS]
+  r = retrieval.make_retriever("dense_rerank", rerank_fn=retrieval.cross_encoder_rerank_fn(ce),
+                               extra_candidates=2).index(corpus)
+  first = [i for i, _ in r.first_stage.search("who founded tannex?", 5)]
+  logits = ce.score("who founded tannex?", [corpus[i].text for i in first])
+  got = r.search("who founded tannex?", 3)
+  assert [i for i, _ in got] == [first[j] for j in np.argsort(-logits, kind="stable")[:3]]
+  np.testing.assert_allclose([s for _, s in got], np.sort(logits)[::-1][:3], rtol=1e-6)
+
+
+def test_bm25_rerank_scores_the_candidates_as_their_own_corpus():
+  cands = CORPUS[:5]
+  got = retrieval.bm25_rerank_fn()("bicycles Tannex", cands)
+  docs = [retrieval.tokenize(retrieval.passage_text(p)) for p in cands]
+  # bm25s (Lucene) leaves out the constant (k1 + 1) factor of the reference.
+  np.testing.assert_allclose(got, _reference_bm25(["bicycles", "tannex"], docs) / 2.5, rtol=1e-9)
+  r = retrieval.make_retriever("dense_rerank", rerank_fn=retrieval.bm25_rerank_fn())
+  assert isinstance(r.first_stage, retrieval.DenseRetriever)
