@@ -52,7 +52,7 @@ def test_grace_construction_from_raw_files(tmp_path):
   stdout = _run("--recipe=grace", "--source=hotpotqa", "--grace_construct", "--grace_retrievers=oracle,bm25,random",
                 "--grace_test_retriever=bm25", f"--train_input={FIX / 'hotpotqa_dev_distractor_5.json'}",
                 f"--eval_input={FIX / 'hotpotqa_dev_distractor_5.json'}", f"--output_dir={tmp_path}")
-  assert "GRACE construction (hotpotqa)" in stdout
+  assert "GRACE construction (hotpotqa, mode=grace)" in stdout
   train = list(read_examples(tmp_path / "train.jsonl"))
   assert {ex.meta["retriever"] for ex in train} == {"oracle", "bm25", "random"}
   for ex in train:
