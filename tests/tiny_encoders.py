@@ -47,7 +47,7 @@ def build_qwen3_embedding(path, *, seed=0, max_shard_size=None) -> pathlib.Path:
       rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
       pad_token_id=0, eos_token_id=0)
   torch.manual_seed(seed)
-  model = _perturb(transformers.AutoModel.from_config(config, torch_dtype=torch.float32))  # Qwen3Model
+  model = _perturb(transformers.AutoModel.from_config(config, dtype=torch.float32))  # Qwen3Model
   kw = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
   model.save_pretrained(path, safe_serialization=True, **kw)
   (path / "config_sentence_transformers.json").write_text(
@@ -66,7 +66,7 @@ def build_xlmr_reranker(path, *, seed=0, num_labels=1) -> pathlib.Path:
   transformers.XLMRobertaTokenizer(vocab=pieces).save_pretrained(path)
   config = transformers.XLMRobertaConfig(
       vocab_size=len(pieces), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-      intermediate_size=48, max_position_embeddings=130, type_vocab_size=1, pad_token_id=1,
+      intermediate_size=48, max_position_embeddings=1026, type_vocab_size=1, pad_token_id=1,
       bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, num_labels=num_labels)
   torch.manual_seed(seed)
   _perturb(transformers.XLMRobertaForSequenceClassification(config)).save_pretrained(

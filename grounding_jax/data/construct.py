@@ -340,6 +340,8 @@ def build_grace_dataset(items: Sequence[Example], retrievers: Mapping[str, retri
   pools = [chunk_pool(it, tokenizer=tokenizer, max_tokens=max_tokens, overlap=overlap,
                       recall_threshold=recall_threshold, precision_threshold=precision_threshold)
            for it in items]
+  for r in retrievers.values():
+    r.precompute([c for pool in pools for c in pool.chunks])
   if mode == "naive":
     per_retriever = construct_naive(items, pools, k=k, insufficient_rate=insufficient_rate,
                                     join_evidence=join_evidence, dataset=dataset, seed=seed)
@@ -368,9 +370,10 @@ def build_test_set(items: Sequence[Example], retriever: retrieval.Retriever, *, 
                    **chunk_options) -> list[Example]:
   """GRACE's test set (§4.3): natural top-k, no manipulation; answerable iff all (HotpotQA) or any
   (QASPER, `all_gold=False`) gold chunk was retrieved."""
+  pools = [chunk_pool(item, **chunk_options) for item in items]
+  retriever.precompute([c for pool in pools for c in pool.chunks])
   out = []
-  for item in items:
-    pool = chunk_pool(item, **chunk_options)
+  for item, pool in zip(items, pools):
     ids, answerable = _natural_ids(item, pool, retriever, k, all_gold)
     e = _context_example(item, pool, ids, answerable, name)
     out.append(dataclasses.replace(e, evidence=_references(item.evidence, join_evidence),

@@ -3,9 +3,9 @@
 `idx` is the 0-based position of a passage in the list given to `index`; results are best first.
 Implementations: BM25 (bm25s, Lucene variant), dense (any embedder with `encode` / `encode_queries`:
 all-MiniLM-L6-v2 by default, Qwen3-Embedding from a folder — models/embedding.py), retrieve-then-rerank
-(any scoring callable: a cross-encoder such as bge-reranker-v2-m3 — `cross_encoder_rerank_fn` — or
-BM25 over the candidates), seeded random, and oracle (gold first). GRACE (App. B.1) builds its
-training contexts with exactly these five kinds.
+(any scoring callable: a cross-encoder such as bge-reranker-v2-m3 — `cross_encoder_rerank_fn` — or,
+offline, a rank fusion of dense and BM25 — `fusion_rerank_fn`), seeded random, and oracle (gold
+first). GRACE (App. B.1) builds its training contexts with exactly these five kinds.
 
 Every `search` takes a keyword `gold` (0-based gold indices) so a caller can treat retrievers
 uniformly; only the oracle reads it.
@@ -69,6 +69,9 @@ class Retriever:
   def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
     raise NotImplementedError
 
+  def precompute(self, passages: Sequence[Passage]) -> None:
+    """Hook to embed a whole corpus ahead of many per-question `index` calls (dense kinds)."""
+
   def _require_index(self) -> None:
     if not hasattr(self, "passages"):
       raise RuntimeError(f"{type(self).__name__}.search called before index(passages).")
@@ -123,6 +126,13 @@ class DenseRetriever(Retriever):
       self._encoder = bert.default_encoder()
     return self._encoder
 
+  def precompute(self, passages: Sequence[Passage]) -> None:
+    """Embeds `passages` in one length-sorted pass, filling the encoder's cache so the per-question
+    `index` calls of a GRACE build look them up (skipped when the cache cannot hold them all)."""
+    texts = list(dict.fromkeys(passage_text(p) for p in passages))
+    if len(texts) <= getattr(self.encoder, "cache_size", 0):
+      self.encoder.encode(texts)
+
   def index(self, passages: Sequence[Passage]) -> "DenseRetriever":
     super().index(passages)
     self.embeddings = self.encoder.encode([passage_text(p) for p in self.passages])  # [N, D]
@@ -163,12 +173,21 @@ def cross_encoder_rerank_fn(cross_encoder) -> RerankFn:
   return rerank
 
 
-def bm25_rerank_fn(k1: float = 1.5, b: float = 0.75) -> RerankFn:
-  """A rerank hook scoring candidates by BM25 over the candidate set itself (lexical evidence on top
-  of a dense first stage): the offline stand-in for a cross-encoder when none is installed."""
+def fusion_rerank_fn(encoder=None, *, k: int = 60) -> RerankFn:
+  """A rerank hook fusing two orders of the candidates, embedding cosine and BM25 over the candidate
+  set, by reciprocal rank: score = 1 / (k + rank_dense) + 1 / (k + rank_bm25) (Cormack et al. 2009,
+  k = 60). The offline stand-in for a cross-encoder: on a HotpotQA pool the dense top k + 5 is the
+  whole pool, so BM25 alone would copy the bm25 retriever and dense alone the dense one."""
+  dense = dense_rerank_fn(encoder)
 
   def rerank(query: str, candidates: Sequence[Passage]) -> list[float]:
-    return list(map(float, BM25Retriever(k1, b).index(candidates).scores(query)))
+    fused = np.zeros(len(candidates))
+    for scores in (np.asarray(dense(query, candidates)),
+                   BM25Retriever().index(candidates).scores(query)):
+      ranks = np.empty(len(candidates))
+      ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(candidates) + 1)
+      fused += 1.0 / (k + ranks)
+    return list(map(float, fused))
 
   return rerank
 
@@ -181,6 +200,9 @@ class RerankRetriever(Retriever):
 
   def __init__(self, first_stage: Retriever, rerank_fn: RerankFn, extra_candidates: int = 5):
     self.first_stage, self.rerank_fn, self.extra_candidates = first_stage, rerank_fn, extra_candidates
+
+  def precompute(self, passages: Sequence[Passage]) -> None:
+    self.first_stage.precompute(passages)
 
   def index(self, passages: Sequence[Passage]) -> "RerankRetriever":
     super().index(passages)
@@ -255,7 +277,7 @@ def make_retriever(name: str, **options) -> Retriever:
   "dense" and "dense_rerank" embed with `options["encoder"]` (default MiniLM). The *_rerank kinds
   rerank with `options["rerank_fn"]`. "bm25_rerank" defaults to MiniLM cosine (`dense_rerank_fn`, a
   sparse-then-dense hybrid); "dense_rerank" needs one (GRACE's: `cross_encoder_rerank_fn` of
-  bge-reranker-v2-m3; offline: `bm25_rerank_fn`), since reranking dense candidates by the same
+  bge-reranker-v2-m3; offline: `fusion_rerank_fn`), since reranking dense candidates by the same
   encoder changes nothing.
   """
   encoder = options.pop("encoder", None)
@@ -268,7 +290,7 @@ def make_retriever(name: str, **options) -> Retriever:
     rerank_fn = options.pop("rerank_fn", None)
     if rerank_fn is None and name == "dense_rerank":
       raise ValueError("make_retriever('dense_rerank') needs rerank_fn=(query, passages) -> scores, "
-                       "e.g. cross_encoder_rerank_fn(CrossEncoder(folder)) or bm25_rerank_fn(); "
+                       "e.g. cross_encoder_rerank_fn(CrossEncoder(folder)) or fusion_rerank_fn(); "
                        "reranking by the dense encoder itself is a no-op.")
     rerank_fn = rerank_fn or dense_rerank_fn(encoder)
     return RerankRetriever(first, rerank_fn, **options)

@@ -9,7 +9,7 @@ for a full batch.
 from __future__ import annotations
 
 import collections
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -44,12 +44,20 @@ def pad_rows(rows: Sequence[Sequence[int]], *, max_rows: int, max_length: int, l
   return ids, mask
 
 
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+  """Indices in batches of ≤ batch_size, shortest texts first, so a batch pads only to its own
+  longest text (a corpus of mixed lengths otherwise pads most rows to its long ones)."""
+  order = sorted(range(len(lengths)), key=lengths.__getitem__)
+  for start in range(0, len(order), batch_size):
+    yield order[start:start + batch_size]
+
+
 class EmbeddingCache:
   """An LRU map text -> embedding, so the chunks a GRACE build encodes for the dense retriever, the
   first stage of the reranker and the test retriever are encoded once."""
 
   def __init__(self, size: int):
-    self.size = size
+    self.size = size  # texts kept
     self._items: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()
 
   def lookup(self, texts: Sequence[str], encode, dim: int) -> np.ndarray:

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from grounding_jax.models.batching import EmbeddingCache, pad_rows
+from grounding_jax.models.batching import EmbeddingCache, length_sorted_batches, pad_rows
 
 # model_type -> the prefix HF puts before encoder tensors in task checkpoints (BertFor…, XLMRobertaFor…).
 _FAMILIES = {"bert": "bert", "xlm-roberta": "roberta", "roberta": "roberta"}
@@ -348,14 +348,17 @@ class SentenceEncoder:
 
   encode_queries = encode
 
+  @property
+  def cache_size(self) -> int:
+    return self._cache.size
+
   def _encode_uncached(self, texts: list[str]) -> np.ndarray:
     out = np.zeros((len(texts), self.dim), np.float32)
-    for start in range(0, len(texts), self.batch_size):
-      chunk = texts[start:start + self.batch_size]
-      enc = self.tokenizer(chunk, truncation=True, max_length=self.max_length, padding=False)
-      ids, mask = pad_rows(enc["input_ids"], max_rows=self.batch_size, max_length=self.max_length)
+    rows = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)["input_ids"]
+    for idx in length_sorted_batches([len(r) for r in rows], self.batch_size):
+      ids, mask = pad_rows([rows[i] for i in idx], max_rows=self.batch_size, max_length=self.max_length)
       emb = _embed(self._graphdef, self._state, jnp.asarray(ids), jnp.asarray(mask))
-      out[start:start + len(chunk)] = np.asarray(emb)[:len(chunk)]
+      out[idx] = np.asarray(emb)[:len(idx)]
     return out
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from grounding_jax.models import bert
-from grounding_jax.models.batching import EmbeddingCache, pad_rows
+from grounding_jax.models.batching import EmbeddingCache, length_sorted_batches, pad_rows
 from grounding_jax.models.hf_io import load_pretrained
 
 # Qwen3-Embedding's query prompt for retrieval (its model card and config_sentence_transformers.json).
@@ -129,16 +129,19 @@ class DecoderEmbedder:
     """float32 [len(queries), hidden] unit-norm embeddings of `query_prompt + query`."""
     return self.encode([self.query_prompt + q for q in queries])
 
+  @property
+  def cache_size(self) -> int:
+    return self._cache.size
+
   def _encode_uncached(self, texts: list[str]) -> np.ndarray:
     out = np.zeros((len(texts), self.dim), np.float32)
     pad_id = self.tokenizer.pad_token_id or 0
-    for start in range(0, len(texts), self.batch_size):
-      chunk = texts[start:start + self.batch_size]
-      enc = self.tokenizer(chunk, truncation=True, max_length=self.max_length, padding=False)
-      ids, mask = pad_rows(enc["input_ids"], max_rows=self.batch_size, max_length=self.max_length,
-                           left=True, pad_id=pad_id)
+    rows = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)["input_ids"]
+    for idx in length_sorted_batches([len(r) for r in rows], self.batch_size):
+      ids, mask = pad_rows([rows[i] for i in idx], max_rows=self.batch_size,
+                           max_length=self.max_length, left=True, pad_id=pad_id)
       emb = _last_token_embeddings(self._graphdef, self._state, jnp.asarray(ids), jnp.asarray(mask))
-      out[start:start + len(chunk)] = np.asarray(emb)[:len(chunk)]
+      out[idx] = np.asarray(emb)[:len(idx)]
     return out
 
 

@@ -142,11 +142,18 @@ def test_cross_encoder_rerank_orders_candidates_by_its_logits(tmp_path):
   np.testing.assert_allclose([s for _, s in got], np.sort(logits)[::-1][:3], rtol=1e-6)
 
 
-def test_bm25_rerank_scores_the_candidates_as_their_own_corpus():
-  cands = CORPUS[:5]
-  got = retrieval.bm25_rerank_fn()("bicycles Tannex", cands)
-  docs = [retrieval.tokenize(retrieval.passage_text(p)) for p in cands]
-  # bm25s (Lucene) leaves out the constant (k1 + 1) factor of the reference.
-  np.testing.assert_allclose(got, _reference_bm25(["bicycles", "tannex"], docs) / 2.5, rtol=1e-9)
-  r = retrieval.make_retriever("dense_rerank", rerank_fn=retrieval.bm25_rerank_fn())
-  assert isinstance(r.first_stage, retrieval.DenseRetriever)
+def test_fusion_rerank_adds_reciprocal_ranks_of_dense_and_bm25():
+  from grounding_jax.models import bert
+  cands = CORPUS[:6]
+  query = "bicycles made by Tannex"
+  got = retrieval.fusion_rerank_fn()(query, cands)
+  texts = [retrieval.passage_text(p) for p in cands]
+  enc = bert.default_encoder()
+  dense = enc.encode(texts) @ enc.encode([query])[0]
+  # bm25s (Lucene) leaves out the reference's constant (k1 + 1) factor: ranks are unchanged.
+  lexical = _reference_bm25(retrieval.tokenize(query), [retrieval.tokenize(t) for t in texts])
+  rank = lambda s: {i: r + 1 for r, i in enumerate(sorted(range(len(s)), key=lambda i: (-s[i], i)))}
+  want = [1 / (60 + rank(dense)[i]) + 1 / (60 + rank(lexical)[i]) for i in range(len(cands))]
+  np.testing.assert_allclose(got, want, rtol=1e-12)
+  assert np.argsort(-np.asarray(got)).tolist() not in (np.argsort(-dense).tolist(),
+                                                       np.argsort(-lexical, kind="stable").tolist())

@@ -42,7 +42,7 @@ def test_truncates_the_passage_not_the_query(tmp_path):
   assert len(enc["input_ids"]) == 24
   assert ce.tokenizer.decode(enc["input_ids"]).startswith("<s> who founded tannex?</s></s>")
   assert np.isfinite(short).all()
-  assert CrossEncoder(path).max_length == 130 - 2  # the model's limit: positions start at pad + 1
+  assert CrossEncoder(path).max_length == 1026 - 2  # the model's limit: positions start at pad + 1
 
 
 def test_rejects_a_classifier_with_several_labels(tmp_path):
