@@ -55,42 +55,15 @@ from absl import app
 from absl import flags
 import tqdm
 
-from grounding_jax.data import construct, mixture, prompts, readers, retrieval
+from grounding_jax.data import construct, mixture, prompts, readers, retrieval, synthetic
 from grounding_jax.data.jsonl import write_examples
 from grounding_jax.data.schema import Example
+from grounding_jax.models import embedding, reranker
+from grounding_jax.models.tokenizer import load_tokenizer
 
 
-@dataclasses.dataclass(frozen=True)
-class Preset:
-  """A paper's data mix: its draws (mixture.Draw specs), seed, hold-out and GRACE construction."""
-  recipe: str
-  draws: tuple[str, ...]
-  seed: int
-  holdout: str | None = None
-  grace_construct: bool = False
-
-
-_TRUST_SETS = ("asqa", "qampari", "eli5")
-PRESETS = {
-    # GRACE §4.1 and the authors' preprocess.py: random.Random(123456).sample, indices sorted.
-    "grace_hotpotqa": Preset("grace", ("train=hotpotqa:train:2000", "test=hotpotqa:eval:500"),
-                             seed=123456, grace_construct=True),
-    # GRACE §4.1: QASPER's full train (2,593) and test (1,451) splits.
-    "grace_qasper": Preset("grace", ("train=qasper:train:all", "test=qasper:eval:all"),
-                           seed=123456, grace_construct=True),
-    # ARENA Table 2 / App. B (note 002 §4.3): data seed 123456, 500 of the 25k mix held out.
-    "arena": Preset("arena", ("train=hotpotqa:train:10000", "train=2wikimultihopqa:train:10000",
-                              "train=musique:train:5000", "test_hotpotqa=hotpotqa:eval:500",
-                              "test_2wikimultihopqa=2wikimultihopqa:eval:500",
-                              "test_musique=musique:eval:500"),
-                    seed=123456, holdout="heldout=train:500"),
-    # Ground-GRPO §4 (note 001 A22): per dataset, stage 1 = 100 answerable, stage 2 = 1,000 with
-    # 500 unanswerable, disjoint, seed 42.
-    "trust": Preset("trust", tuple(f"stage1={d}:train:100:100" for d in _TRUST_SETS)
-                    + tuple(f"stage2={d}:train:1000:500" for d in _TRUST_SETS), seed=42),
-}
-
-_PRESET = flags.DEFINE_enum("preset", None, list(PRESETS), "A paper's data mix (see PRESETS).")
+_PRESET = flags.DEFINE_enum("preset", None, list(mixture.PRESETS),
+                            "A paper's data mix (grounding_jax/data/mixture.py PRESETS).")
 _RECIPE = flags.DEFINE_enum("recipe", None, list(prompts.RECIPES), "Prompt recipe the data is for.")
 _SOURCE = flags.DEFINE_string(
     "source", None, f"'synthetic' or a reader name: {', '.join(readers.available_readers())}.")
@@ -246,8 +219,8 @@ def write_split(name: str, examples: Iterable[Example], out_path: pathlib.Path, 
   return stats
 
 
-def _plan(preset: Preset | None) -> tuple[dict[tuple[str, str], str], list[mixture.Draw],
-                                          mixture.Holdout | None]:
+def _plan(preset: mixture.Preset | None
+          ) -> tuple[dict[tuple[str, str], str], list[mixture.Draw], mixture.Holdout | None]:
   """Input files, draws and hold-out from the preset and the flags (flags win)."""
   files: dict[tuple[str, str], str] = {}
   for item in _INPUT.value:
@@ -269,6 +242,9 @@ def _plan(preset: Preset | None) -> tuple[dict[tuple[str, str], str], list[mixtu
     for role, flag in (("train", _TRAIN_INPUT), ("eval", _EVAL_INPUT)):
       if flag.value:
         files[(sources[0], role)] = flag.value
+  if draws and (_TRAIN_LIMIT.value is not None or _EVAL_LIMIT.value is not None):
+    raise app.UsageError("--train_limit / --eval_limit set the counts of a one-source build; with "
+                         "--preset or --draw, give counts in --draw=SPLIT=SOURCE:ROLE:COUNT.")
   if not draws:  # one source by flags: a seeded sample of --*_limit rows of each file given
     if not files:
       raise app.UsageError(f"--source={_SOURCE.value} needs --train_input and/or --eval_input")
@@ -290,7 +266,6 @@ def _plan(preset: Preset | None) -> tuple[dict[tuple[str, str], str], list[mixtu
 
 
 def _synthetic(seed: int) -> mixture.Mixture:
-  from grounding_jax.data import synthetic  # the DATA-RETRIEVAL helper's generator; only needed here
   world = synthetic.build_world(seed)
   kw = dict(answerable_ratio=_SYN_ANSWERABLE.value, num_passages=_SYN_PASSAGES.value, world=world)
   splits, sizes = {}, {}
@@ -306,7 +281,6 @@ def _is_test_split(name: str) -> bool:
 
 def _retrievers(names: Iterable[str]) -> tuple[dict[str, retrieval.Retriever], dict[str, Any]]:
   """GRACE's retrievers by name, built once; the dense encoder and reranker load only if used."""
-  from grounding_jax.models import embedding, reranker  # JAX models load only for a GRACE build
   names = list(dict.fromkeys(names))
   info: dict[str, Any] = {"dense_encoder": _DENSE_ENCODER.value or "all-MiniLM-L6-v2 (default)",
                           "dense_query_prompt": _DENSE_QUERY_PROMPT.value, "reranker": None}
@@ -333,7 +307,6 @@ def _grace_construct(mix: mixture.Mixture, sources: list[str], seed: int
                      ) -> dict[str, Any]:
   """Replaces each split's contexts: GRACE's construction for training splits, the test retriever's
   natural top-k for eval/test splits. Returns the manifest's construction record."""
-  from grounding_jax.models.tokenizer import load_tokenizer
   # QASPER: any gold chunk suffices and the word-overlap gold test applies; HotpotQA-style: all gold.
   qasper = sources == ["qasper"]
   dataset = "+".join(sources) or "synthetic"
@@ -379,7 +352,7 @@ def _git_commit() -> dict[str, Any] | None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  preset = PRESETS[_PRESET.value] if _PRESET.value else None
+  preset = mixture.PRESETS[_PRESET.value] if _PRESET.value else None
   if preset and _RECIPE.value and _RECIPE.value != preset.recipe:
     raise app.UsageError(f"--preset={_PRESET.value} builds {preset.recipe} data, not "
                          f"--recipe={_RECIPE.value}; drop one of them.")
@@ -393,7 +366,6 @@ def main(argv):
       preset and preset.grace_construct)
   tokenizer = None
   if _TOKENIZER.value:
-    from grounding_jax.models.tokenizer import load_tokenizer
     tokenizer = load_tokenizer(os.path.expanduser(_TOKENIZER.value))
   thinking = {"default": None, "on": True, "off": False}[_ENABLE_THINKING.value]
   prompt_kwargs = parse_kwargs(_PROMPT_KWARGS.value, "prompt_kwargs")
