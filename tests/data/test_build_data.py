@@ -125,7 +125,7 @@ def test_the_grace_config_docstring_command_runs_on_real_hotpotqa(tmp_path):
              for c in g["per_retriever"]["train"].values()) == len(train)
 
 
-def test_chunks_count_tokenizer_tokens_or_words(tmp_path):
+def test_chunks_count_tokenizer_tokens_or_words(tmp_path, smollm2_dir):
   from grounding_jax.models import bert
   import transformers
   minilm = bert.minilm_path()
@@ -144,6 +144,12 @@ def test_chunks_count_tokenizer_tokens_or_words(tmp_path):
   assert _manifest(tmp_path / "tok")["grace_construction"]["chunking"] == {
       "tokenizer": str(minilm), "tokens": 24, "overlap": 4}
   assert _manifest(tmp_path / "words")["grace_construction"]["chunking"]["tokenizer"] == "whitespace words"
+  # --tokenizer (the chat template's folder) also sets the chunk tokens when --chunk_tokenizer is unset.
+  _run(*common, f"--tokenizer={smollm2_dir}", f"--output_dir={tmp_path / 'chat'}")
+  smol = transformers.AutoTokenizer.from_pretrained(str(smollm2_dir), local_files_only=True)
+  chat = [p.text for ex in read_examples(tmp_path / "chat" / "eval.jsonl") for p in ex.passages]
+  assert max(len(smol(t, add_special_tokens=False)["input_ids"]) for t in chat) <= 26
+  assert _manifest(tmp_path / "chat")["grace_construction"]["chunking"]["tokenizer"] == str(smollm2_dir)
 
 
 def test_grace_retrievers_from_local_folders(tmp_path):
