@@ -1,14 +1,20 @@
 r"""GRACE (seed 000): gated evidence/answer reward, DAPO-style GRPO (clip-higher, dual clip, overlong).
 
-  python launch/build_data.py --recipe=grace --source=hotpotqa --grace_construct \
-      --train_input=hotpot_train_v1.1.json --eval_input=hotpot_dev_distractor_v1.json \
-      --output_dir=/data/grace_hotpotqa
+  python launch/build_data.py --preset=grace_hotpotqa --train_input=hotpot_train_v1.1.json \
+      --eval_input=hotpot_dev_distractor_v1.json --output_dir=/data/grace_hotpotqa
   python launch/train.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir=/runs/grace
   python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_grace   # CPU, minutes
   # get_sweep: learning rate × KL (6 runs of the command above; --dry_run prints them)
   python launch/sweep.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir_root=/runs/grace_sweep
+
+Data (note 000 §4): the authors' seeded 2,000 train / 500 test questions; train contexts from five
+retrievers × 50/50 sufficient / insufficient, test contexts the dense top-3; train.jsonl, test.jsonl and
+manifest.json. The paper's retrievers and 512-token chunks: add
+--dense_encoder=/ckpt/Qwen3-Embedding-0.6B --reranker=/ckpt/bge-reranker-v2-m3
+--chunk_tokenizer=/ckpt/Qwen3-Embedding-0.6B (defaults: MiniLM, a dense + BM25 rank-fusion rerank and
+word chunks; README deviations). On the 24 questions in tests/data it takes ~25 s of CPU time.
 
 Paper: 400 steps × 32 prompts × G=8 on 4 GPUs (note 000 §5.2). Hyper-parameters from Table 2 and the
 authors' train.sh: clip 0.2 / 0.28, dual clip 10, lr 2e-6 with 50 warm-up steps then cosine, weight

@@ -16,6 +16,12 @@ GRACE §3.1 and App. B.1, with the gaps filled from the authors' code (notes 000
   * oracle (authors' code): the context is exactly the gold chunks, always sufficient;
   * union over retrievers, deduplicated on (question, ordered passage texts) — "soft" — and shuffled.
 
+Table 5's ablation data (`mode=`): "naive" (§3.1's naive construction: a seeded half of the questions
+get only their gold chunks, the other half k uniformly drawn non-gold chunks; no retrievers) and
+"wo_ab" (W/O AB, "W/O CB" in the text: each retriever's natural top-k, no gold forcing or removal
+and no 50/50 split; a context is sufficient iff it holds the gold, as at test time). The single-
+retriever ablation (SR) is the default mode with one retriever.
+
 Input items are `Example`s whose `passages` are the knowledge base and whose `gold_passage_ids`
 (1-indexed) mark gold passages; `answerable=False` marks a natural unanswerable.
 """
@@ -34,10 +40,17 @@ from grounding_jax.data.schema import Example, Passage
 _NON_SPACE = re.compile(r"\S+")
 
 
+GRACE_MODES = ("grace", "naive", "wo_ab")
+
+
 def _token_spans(text: str, tokenizer) -> list[tuple[int, int]]:
   """Character spans of tokens: whitespace-separated words, or an HF fast tokenizer's offsets."""
   if tokenizer is None:
     return [m.span() for m in _NON_SPACE.finditer(text)]
+  if not getattr(tokenizer, "is_fast", False):
+    raise ValueError(f"chunking by tokens needs a fast (Rust) tokenizer for character offsets; "
+                     f"{getattr(tokenizer, 'name_or_path', tokenizer)!r} is a slow one. Use a folder "
+                     "with tokenizer.json.")
   enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
   return [tuple(o) for o in enc["offset_mapping"]]
 
@@ -213,6 +226,48 @@ def construct_for_retriever(items: Sequence[Example], pools: Sequence[ChunkPool]
   return out
 
 
+def _natural_ids(item: Example, pool: ChunkPool, retriever: retrieval.Retriever, k: int,
+                 all_gold: bool) -> tuple[list[int], bool]:
+  """The retriever's own top-k over the pool, and whether it holds the gold: all gold chunks
+  (HotpotQA) or any (QASPER, `all_gold=False`); never for a question without gold."""
+  retriever.index(pool.chunks)
+  ids = [j for j, _ in retriever.search(item.question, k, gold=pool.gold)]
+  hit = [g in ids for g in pool.gold]
+  return ids, bool(pool.gold) and (all(hit) if all_gold else any(hit))
+
+
+def construct_natural(items: Sequence[Example], pools: Sequence[ChunkPool], name: str,
+                      retriever: retrieval.Retriever, *, k: int = 5, all_gold: bool = True,
+                      join_evidence: bool = True) -> list[Example]:
+  """Table 5 "W/O AB": one retriever's natural top-k per item, labelled sufficient iff it holds the
+  gold — no gold forcing or removal, no class balancing."""
+  out = []
+  for item, pool in zip(items, pools):
+    ids, sufficient = _natural_ids(item, pool, retriever, k, all_gold)
+    out.append(_context_example(item, pool, ids, sufficient, name, join_evidence))
+  return out
+
+
+def construct_naive(items: Sequence[Example], pools: Sequence[ChunkPool], *, k: int = 5,
+                    insufficient_rate: float = 0.5, join_evidence: bool = True,
+                    dataset: str = "dataset", seed: int = 0) -> list[Example]:
+  """GRACE §3.1's naive construction (Table 5 "Naive"): the questions are split as in the balanced
+  construction; a sufficient one is paired with its gold chunks only (no distractors, "too easy"),
+  an insufficient one with k non-gold chunks drawn uniformly ("often irrelevant")."""
+  rng = random.Random(retrieval.stable_seed(dataset, "naive", seed))
+  natural = [i for i, p in enumerate(pools) if not p.gold]
+  insufficient = _insufficient_ids(len(items), natural, insufficient_rate, rng)
+  out = []
+  for i, (item, pool) in enumerate(zip(items, pools)):
+    if i in insufficient:
+      non_gold = [j for j in range(len(pool.chunks)) if j not in set(pool.gold)]
+      ids = rng.sample(non_gold, min(k, len(non_gold)))
+    else:
+      ids = list(pool.gold)
+    out.append(_context_example(item, pool, ids, i not in insufficient, "naive", join_evidence))
+  return out
+
+
 def deduplicate(examples: Sequence[Example]) -> list[Example]:
   """Keeps the first example of each (question, ordered passage texts) — GRACE's "soft" dedup."""
   seen, out = set(), []
@@ -252,7 +307,7 @@ def build_grace_dataset(items: Sequence[Example], retrievers: Mapping[str, retri
                         join_evidence: bool = True, dataset: str = "dataset", seed: int = 0,
                         shuffle_seed: int | None = 42, tokenizer=None, max_tokens: int = 512,
                         overlap: int = 64, recall_threshold: float | None = None,
-                        precision_threshold: float | None = None,
+                        precision_threshold: float | None = None, mode: str = "grace",
                         verbose: bool = True) -> list[Example]:
   """Builds the GRACE training set from annotated items.
 
@@ -269,6 +324,8 @@ def build_grace_dataset(items: Sequence[Example], retrievers: Mapping[str, retri
     shuffle_seed: the final shuffle (authors: 42); None keeps retriever-major order.
     tokenizer, max_tokens, overlap: chunking (None → whitespace words).
     recall_threshold, precision_threshold: QASPER's word-overlap gold test (authors: 0.5 / 0.5).
+    mode: "grace" (the balanced construction), or Table 5's ablations "naive" (retrievers unused)
+      and "wo_ab" (natural top-k per retriever, labelled by gold retrieved); module docstring.
     verbose: print the per-retriever class counts and gold-position histogram.
 
   Returns:
@@ -278,17 +335,30 @@ def build_grace_dataset(items: Sequence[Example], retrievers: Mapping[str, retri
     raise ValueError(f"insufficient_rate={insufficient_rate}: must be in [0, 1].")
   if k < 1:
     raise ValueError(f"k={k}: must be ≥ 1.")
+  if mode not in GRACE_MODES:
+    raise ValueError(f"mode={mode!r}: choose one of {GRACE_MODES}.")
   pools = [chunk_pool(it, tokenizer=tokenizer, max_tokens=max_tokens, overlap=overlap,
                       recall_threshold=recall_threshold, precision_threshold=precision_threshold)
            for it in items]
-  per_retriever = []
-  for name, r in retrievers.items():
-    per_retriever += construct_for_retriever(items, pools, name, r, k=k,
-                                             insufficient_rate=insufficient_rate, all_gold=all_gold,
-                                             join_evidence=join_evidence, dataset=dataset, seed=seed)
+  for r in retrievers.values():
+    r.precompute([c for pool in pools for c in pool.chunks])
+  if mode == "naive":
+    per_retriever = construct_naive(items, pools, k=k, insufficient_rate=insufficient_rate,
+                                    join_evidence=join_evidence, dataset=dataset, seed=seed)
+  else:
+    per_retriever = []
+    for name, r in retrievers.items():
+      if mode == "wo_ab":
+        per_retriever += construct_natural(items, pools, name, r, k=k, all_gold=all_gold,
+                                           join_evidence=join_evidence)
+      else:
+        per_retriever += construct_for_retriever(
+            items, pools, name, r, k=k, insufficient_rate=insufficient_rate, all_gold=all_gold,
+            join_evidence=join_evidence, dataset=dataset, seed=seed)
   examples = deduplicate(per_retriever)
   if verbose:
-    print(f"GRACE construction ({dataset}): {len(per_retriever)} contexts, {len(examples)} after dedup")
+    print(f"GRACE construction ({dataset}, mode={mode}): {len(per_retriever)} contexts, "
+          f"{len(examples)} after dedup")
     print(format_summary(summarize(examples)))
   if shuffle_seed is not None:
     random.Random(shuffle_seed).shuffle(examples)
@@ -300,13 +370,11 @@ def build_test_set(items: Sequence[Example], retriever: retrieval.Retriever, *, 
                    **chunk_options) -> list[Example]:
   """GRACE's test set (§4.3): natural top-k, no manipulation; answerable iff all (HotpotQA) or any
   (QASPER, `all_gold=False`) gold chunk was retrieved."""
+  pools = [chunk_pool(item, **chunk_options) for item in items]
+  retriever.precompute([c for pool in pools for c in pool.chunks])
   out = []
-  for item in items:
-    pool = chunk_pool(item, **chunk_options)
-    retriever.index(pool.chunks)
-    ids = [j for j, _ in retriever.search(item.question, k, gold=pool.gold)]
-    hit = [g in ids for g in pool.gold]
-    answerable = bool(pool.gold) and (all(hit) if all_gold else any(hit))
+  for item, pool in zip(items, pools):
+    ids, answerable = _natural_ids(item, pool, retriever, k, all_gold)
     e = _context_example(item, pool, ids, answerable, name)
     out.append(dataclasses.replace(e, evidence=_references(item.evidence, join_evidence),
                                    meta={**e.meta, "generation_type": "retrieved"}))

@@ -1,9 +1,11 @@
 """Retrievers behind one interface: `index(passages)`, then `search(query, k) -> [(idx, score)]`.
 
 `idx` is the 0-based position of a passage in the list given to `index`; results are best first.
-Implementations: BM25 (bm25s, Lucene variant), dense (a BERT sentence encoder, all-MiniLM-L6-v2 by
-default), retrieve-then-rerank (any scoring callable), seeded random, and oracle (gold first).
-GRACE (App. B.1) builds its training contexts with exactly these five kinds.
+Implementations: BM25 (bm25s, Lucene variant), dense (any embedder with `encode` / `encode_queries`:
+all-MiniLM-L6-v2 by default, Qwen3-Embedding from a folder — models/embedding.py), retrieve-then-rerank
+(any scoring callable: a cross-encoder such as bge-reranker-v2-m3 — `cross_encoder_rerank_fn` — or,
+offline, a rank fusion of dense and BM25 — `fusion_rerank_fn`), seeded random, and oracle (gold
+first). GRACE (App. B.1) builds its training contexts with exactly these five kinds.
 
 Every `search` takes a keyword `gold` (0-based gold indices) so a caller can treat retrievers
 uniformly; only the oracle reads it.
@@ -68,6 +70,9 @@ class Retriever:
   def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
     raise NotImplementedError
 
+  def precompute(self, passages: Sequence[Passage]) -> None:
+    """Hook to embed a whole corpus ahead of many per-question `index` calls (dense kinds)."""
+
   def _require_index(self) -> None:
     if not hasattr(self, "passages"):
       raise RuntimeError(f"{type(self).__name__}.search called before index(passages).")
@@ -109,7 +114,8 @@ class BM25Retriever(Retriever):
 
 
 class DenseRetriever(Retriever):
-  """Cosine similarity of unit-norm sentence embeddings (default encoder: all-MiniLM-L6-v2)."""
+  """Cosine similarity of unit-norm embeddings: `encoder.encode(passages)` against
+  `encoder.encode_queries([query])` (default encoder: all-MiniLM-L6-v2)."""
 
   def __init__(self, encoder=None):
     self._encoder = encoder
@@ -120,6 +126,13 @@ class DenseRetriever(Retriever):
       self._encoder = bert.default_encoder()
     return self._encoder
 
+  def precompute(self, passages: Sequence[Passage]) -> None:
+    """Embeds `passages` in one length-sorted pass, filling the encoder's cache so the per-question
+    `index` calls of a GRACE build look them up (skipped when the cache cannot hold them all)."""
+    texts = list(dict.fromkeys(passage_text(p) for p in passages))
+    if len(texts) <= getattr(self.encoder, "cache_size", 0):
+      self.encoder.encode(texts)
+
   def index(self, passages: Sequence[Passage]) -> "DenseRetriever":
     super().index(passages)
     self.embeddings = self.encoder.encode([passage_text(p) for p in self.passages])  # [N, D]
@@ -127,7 +140,7 @@ class DenseRetriever(Retriever):
 
   def scores(self, query: str) -> np.ndarray:
     self._require_index()
-    return self.embeddings @ self.encoder.encode([query])[0]
+    return self.embeddings @ self.encoder.encode_queries([query])[0]
 
   def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
     _check_k(k)
@@ -143,8 +156,37 @@ def dense_rerank_fn(encoder=None) -> RerankFn:
     if state["encoder"] is None:
       state["encoder"] = bert.default_encoder()
     enc = state["encoder"]
-    emb = enc.encode([query] + [passage_text(p) for p in candidates])
-    return list(map(float, emb[1:] @ emb[0]))
+    docs = enc.encode([passage_text(p) for p in candidates])
+    return list(map(float, docs @ enc.encode_queries([query])[0]))
+
+  return rerank
+
+
+def cross_encoder_rerank_fn(cross_encoder) -> RerankFn:
+  """A rerank hook scoring each (query, `title\ntext`) pair with a cross-encoder
+  (models.reranker.CrossEncoder, e.g. bge-reranker-v2-m3 as GRACE used)."""
+
+  def rerank(query: str, candidates: Sequence[Passage]) -> list[float]:
+    return list(map(float, cross_encoder.score(query, [passage_text(p) for p in candidates])))
+
+  return rerank
+
+
+def fusion_rerank_fn(encoder=None, *, k: int = 60) -> RerankFn:
+  """A rerank hook fusing two orders of the candidates, embedding cosine and BM25 over the candidate
+  set, by reciprocal rank: score = 1 / (k + rank_dense) + 1 / (k + rank_bm25) (Cormack et al. 2009,
+  k = 60). The offline stand-in for a cross-encoder: on a HotpotQA pool the dense top k + 5 is the
+  whole pool, so BM25 alone would copy the bm25 retriever and dense alone the dense one."""
+  dense = dense_rerank_fn(encoder)
+
+  def rerank(query: str, candidates: Sequence[Passage]) -> list[float]:
+    fused = np.zeros(len(candidates))
+    for scores in (np.asarray(dense(query, candidates)),
+                   BM25Retriever().index(candidates).scores(query)):
+      ranks = np.empty(len(candidates))
+      ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(candidates) + 1)
+      fused += 1.0 / (k + ranks)
+    return list(map(float, fused))
 
   return rerank
 
@@ -157,6 +199,9 @@ class RerankRetriever(Retriever):
 
   def __init__(self, first_stage: Retriever, rerank_fn: RerankFn, extra_candidates: int = 5):
     self.first_stage, self.rerank_fn, self.extra_candidates = first_stage, rerank_fn, extra_candidates
+
+  def precompute(self, passages: Sequence[Passage]) -> None:
+    self.first_stage.precompute(passages)
 
   def index(self, passages: Sequence[Passage]) -> "RerankRetriever":
     super().index(passages)
@@ -228,9 +273,11 @@ class OracleRetriever(Retriever):
 def make_retriever(name: str, **options) -> Retriever:
   """Builds a retriever by name: "bm25", "dense", "dense_rerank", "bm25_rerank", "random", "oracle".
 
-  The *_rerank kinds rerank with `options["rerank_fn"]`. "bm25_rerank" defaults to MiniLM cosine
-  (`dense_rerank_fn`, a sparse-then-dense hybrid); "dense_rerank" needs one (e.g. a cross-encoder such
-  as GRACE's bge-reranker-v2-m3), since reranking dense candidates by the same encoder changes nothing.
+  "dense" and "dense_rerank" embed with `options["encoder"]` (default MiniLM). The *_rerank kinds
+  rerank with `options["rerank_fn"]`. "bm25_rerank" defaults to MiniLM cosine (`dense_rerank_fn`, a
+  sparse-then-dense hybrid); "dense_rerank" needs one (GRACE's: `cross_encoder_rerank_fn` of
+  bge-reranker-v2-m3; offline: `fusion_rerank_fn`), since reranking dense candidates by the same
+  encoder changes nothing.
   """
   encoder = options.pop("encoder", None)
   if name == "bm25":
@@ -242,7 +289,8 @@ def make_retriever(name: str, **options) -> Retriever:
     rerank_fn = options.pop("rerank_fn", None)
     if rerank_fn is None and name == "dense_rerank":
       raise ValueError("make_retriever('dense_rerank') needs rerank_fn=(query, passages) -> scores, "
-                       "e.g. a cross-encoder; reranking by the dense encoder itself is a no-op.")
+                       "e.g. cross_encoder_rerank_fn(CrossEncoder(folder)) or fusion_rerank_fn(); "
+                       "reranking by the dense encoder itself is a no-op.")
     rerank_fn = rerank_fn or dense_rerank_fn(encoder)
     return RerankRetriever(first, rerank_fn, **options)
   if name == "random":

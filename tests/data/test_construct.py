@@ -155,3 +155,51 @@ def test_chunk_pool_keeps_gold_ids_and_narrows_split_gold_passages():
   assert pool.gold[0] == 0
   assert [("Veltria is Orsk." in pool.chunks[i].text) for i in pool.gold[1:]] == [True] * len(pool.gold[1:])
   assert 1 <= len(pool.gold[1:]) <= 2
+
+
+def test_naive_mode_pairs_gold_only_or_random_distractors(items):
+  pools = [construct.chunk_pool(it) for it in items]
+  out = construct.construct_naive(items, pools, k=K, dataset="toy")
+  assert len(out) == len(items) and {e.meta["retriever"] for e in out} == {"naive"}
+  assert sum(not e.answerable for e in out) == len(items) // 2  # the same 50/50 split
+  assert not out[3].answerable and not out[17].answerable       # natural unanswerables stay out
+  first_slots = set()
+  for e, it in zip(out, items):
+    pool = construct.chunk_pool(it)
+    gold_texts = [pool.chunks[g].text for g in pool.gold]
+    if e.answerable:  # exactly the gold chunks: no distractors
+      assert [p.text for p in e.passages] == gold_texts
+      assert e.gold_passage_ids == tuple(range(1, len(gold_texts) + 1))
+    else:             # k non-gold chunks drawn uniformly from the knowledge base
+      ids = [pool.chunks.index(p) for p in e.passages]
+      assert len(ids) == K and not set(ids) & set(pool.gold) and e.evidence == ()
+      first_slots.add(ids[0])
+  assert len(first_slots) > 3  # not the first chunks in document order
+  # Through the builder: no retriever needed, same contexts (deduplicated: a few synthetic questions
+  # repeat with the same gold).
+  built = construct.build_grace_dataset(items, {}, k=K, dataset="toy", mode="naive", verbose=False)
+  assert sorted(e.id for e in built) == sorted(e.id for e in construct.deduplicate(out))
+
+
+def test_wo_ab_mode_keeps_natural_top_k_and_labels_by_gold_retrieved(items):
+  retrievers = {"bm25": retrieval.BM25Retriever(), "random": retrieval.RandomRetriever(seed=3)}
+  out = construct.build_grace_dataset(items, retrievers, k=3, dataset="toy", mode="wo_ab",
+                                      shuffle_seed=None, verbose=False)
+  by_retriever = {n: [e for e in out if e.meta["retriever"] == n] for n in retrievers}
+  for name, r in retrievers.items():
+    rows = {e.meta["source_id"]: e for e in by_retriever[name]}
+    for it in items:
+      if it.id not in rows:  # dropped as a duplicate of an earlier retriever's context
+        continue
+      pool = construct.chunk_pool(it)
+      r.index(pool.chunks)
+      want = [i for i, _ in r.search(it.question, 3)]
+      e = rows[it.id]
+      assert [pool.chunks.index(p) for p in e.passages] == want  # no gold forced in or taken out
+      assert e.answerable == (bool(pool.gold) and set(pool.gold) <= set(want))
+  # No 50/50 split: the random retriever rarely finds both gold chunks of a two-hop question.
+  n_random = len(by_retriever["random"])
+  assert sum(e.answerable for e in by_retriever["random"]) < n_random // 2
+  with pytest.raises(ValueError, match="mode='both'"):
+    construct.build_grace_dataset(items, retrievers, mode="both")
+

@@ -113,3 +113,47 @@ def test_make_retriever_rejects_unknown_name_and_a_no_op_rerank():
   with pytest.raises(ValueError, match="rerank_fn"):
     retrieval.make_retriever("dense_rerank")
   assert isinstance(retrieval.make_retriever("bm25_rerank"), retrieval.RerankRetriever)
+
+
+def test_dense_retriever_embeds_queries_with_the_embedders_query_prompt(tmp_path):
+  from grounding_jax.models.embedding import DecoderEmbedder
+  from tiny_encoders import QUERY_PROMPT, build_qwen3_embedding
+  enc = DecoderEmbedder(build_qwen3_embedding(tmp_path))
+  docs = [Passage("the capital of veltria is orsk ."), Passage("mara quell was a baker .", title="mara"),
+          Passage("salt mines")]
+  r = retrieval.make_retriever("dense", encoder=enc).index(docs)
+  query = "what is the capital of veltria ?"
+  want = enc.encode([retrieval.passage_text(p) for p in docs]) @ enc.encode([QUERY_PROMPT + query])[0]
+  np.testing.assert_allclose(r.scores(query), want, atol=1e-6)
+  assert not np.allclose(want, enc.encode([retrieval.passage_text(p) for p in docs]) @ enc.encode([query])[0])
+
+
+def test_cross_encoder_rerank_orders_candidates_by_its_logits(tmp_path):
+  from grounding_jax.models.reranker import CrossEncoder
+  from tiny_encoders import build_xlmr_reranker
+  ce = CrossEncoder(build_xlmr_reranker(tmp_path))
+  corpus = [Passage(p.text.lower()) for p in CORPUS]
+  r = retrieval.make_retriever("dense_rerank", rerank_fn=retrieval.cross_encoder_rerank_fn(ce),
+                               extra_candidates=2).index(corpus)
+  first = [i for i, _ in r.first_stage.search("who founded tannex?", 5)]
+  logits = ce.score("who founded tannex?", [corpus[i].text for i in first])
+  got = r.search("who founded tannex?", 3)
+  assert [i for i, _ in got] == [first[j] for j in np.argsort(-logits, kind="stable")[:3]]
+  np.testing.assert_allclose([s for _, s in got], np.sort(logits)[::-1][:3], rtol=1e-6)
+
+
+def test_fusion_rerank_adds_reciprocal_ranks_of_dense_and_bm25():
+  from grounding_jax.models import bert
+  cands = CORPUS[:6]
+  query = "bicycles made by Tannex"
+  got = retrieval.fusion_rerank_fn()(query, cands)
+  texts = [retrieval.passage_text(p) for p in cands]
+  enc = bert.default_encoder()
+  dense = enc.encode(texts) @ enc.encode([query])[0]
+  # bm25s (Lucene) leaves out the reference's constant (k1 + 1) factor: ranks are unchanged.
+  lexical = _reference_bm25(retrieval.tokenize(query), [retrieval.tokenize(t) for t in texts])
+  rank = lambda s: {i: r + 1 for r, i in enumerate(sorted(range(len(s)), key=lambda i: (-s[i], i)))}
+  want = [1 / (60 + rank(dense)[i]) + 1 / (60 + rank(lexical)[i]) for i in range(len(cands))]
+  np.testing.assert_allclose(got, want, rtol=1e-12)
+  assert np.argsort(-np.asarray(got)).tolist() not in (np.argsort(-dense).tolist(),
+                                                       np.argsort(-lexical, kind="stable").tolist())
