@@ -21,6 +21,14 @@ class MetricsWriter:
   Files: `<logdir>/metrics.jsonl` (one JSON object per line: {"step": s, name: value, ...}) and
   TensorBoard event files in `<logdir>/tb/`. The console shows a tqdm bar whose postfix holds
   `console_keys`.
+
+  A resumed run replays the steps after its checkpoint, and its rows replace the earlier run's: the
+  first write of a step the file already holds drops that step's row and every later one (they belong
+  to the trajectory the resumed run re-computes), once, with an atomic rewrite; later writes append.
+  A row torn by a kill mid-write is dropped when the file is opened. TensorBoard event files cannot be
+  edited in place, so the replay starts a new event file with `purge_step` = the replayed step:
+  TensorBoard then hides the earlier events at that step and after (a SessionLog START event, which
+  its loader treats as a restart), and shows the replayed values.
   """
 
   def __init__(self, logdir: str | os.PathLike, *, total_steps: Optional[int] = None,
@@ -35,9 +43,9 @@ class MetricsWriter:
     if not self.active:
       return
     self.logdir.mkdir(parents=True, exist_ok=True)
-    self._jsonl = open(self.logdir / "metrics.jsonl", "a", encoding="utf-8")
-    import tensorboardX  # pylint: disable=g-import-not-at-top
-    self._tb = tensorboardX.SummaryWriter(str(self.logdir / "tb"))
+    self._path = self.logdir / "metrics.jsonl"
+    self._last_step = self._repair_and_last_step()
+    self._jsonl = open(self._path, "a", encoding="utf-8")
     if console:
       import tqdm  # pylint: disable=g-import-not-at-top
       self._bar = tqdm.tqdm(total=total_steps, initial=initial_step, unit="step", dynamic_ncols=True)
@@ -46,11 +54,23 @@ class MetricsWriter:
     """Records `metrics` (name -> scalar) at `step`. Non-finite values are kept (as null in JSONL)."""
     if not self.active:
       return
-    row = {"step": int(step)}
+    step = int(step)
+    replay = self._last_step is not None and step <= self._last_step
+    if replay:
+      self._keep_rows_before(step)
+    if self._tb is None:
+      import tensorboardX  # pylint: disable=g-import-not-at-top  (optional at import time)
+      # Event files are named by the second they open in; the suffix keeps a writer opened in the
+      # same second (a resume in the same process) from truncating the earlier file.
+      self._tb = tensorboardX.SummaryWriter(str(self.logdir / "tb"),
+                                            purge_step=step if replay else None,
+                                            filename_suffix=f".{os.getpid()}.{step}")
+    self._last_step = step
+    row = {"step": step}
     for name, value in metrics.items():
       v = float(np.asarray(value))
       row[name] = v if math.isfinite(v) else None
-      self._tb.add_scalar(name, v, global_step=int(step))
+      self._tb.add_scalar(name, v, global_step=step)
     self._jsonl.write(json.dumps(row) + "\n")
     self._jsonl.flush()
     if self._bar is not None:
@@ -59,10 +79,41 @@ class MetricsWriter:
                for k in self._console_keys if row.get(k) is not None}
       self._bar.set_postfix(shown, refresh=True)
 
+  def _repair_and_last_step(self) -> Optional[int]:
+    """The last step in an existing metrics.jsonl (None if there is none); drops a torn last row."""
+    if not self._path.exists():
+      return None
+    with open(self._path, encoding="utf-8") as f:
+      lines = [line for line in f if line.strip()]
+    if not lines:
+      return None
+    try:
+      last = json.loads(lines[-1])
+    except json.JSONDecodeError:  # killed mid-write: that step is replayed after the checkpoint
+      self._rewrite(lines[:-1])
+      return self._repair_and_last_step()
+    if not lines[-1].endswith("\n"):  # whole but unterminated: the next row must not join it
+      self._rewrite(lines)
+    return int(last["step"])
+
+  def _keep_rows_before(self, step: int) -> None:
+    self._jsonl.close()
+    with open(self._path, encoding="utf-8") as f:
+      kept = [line for line in f if line.strip() and json.loads(line)["step"] < step]
+    self._rewrite(kept)
+    self._jsonl = open(self._path, "a", encoding="utf-8")
+
+  def _rewrite(self, lines: Sequence[str]) -> None:
+    tmp = self._path.with_name(self._path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+    os.replace(tmp, self._path)  # atomic: a kill now leaves the old or the new file, never half
+
   def flush(self) -> None:
     if self.active:
       self._jsonl.flush()
-      self._tb.flush()
+      if self._tb is not None:
+        self._tb.flush()
 
   def close(self) -> None:
     if not self.active:
@@ -70,7 +121,8 @@ class MetricsWriter:
     if self._bar is not None:
       self._bar.close()
     self._jsonl.close()
-    self._tb.close()
+    if self._tb is not None:
+      self._tb.close()
     self.active = False
 
 
