@@ -83,7 +83,10 @@ def default_config() -> ml_collections.ConfigDict:
       functions=[ml_collections.ConfigDict(dict(name="naive", weight=1.0, options={}))],
       num_workers=2,              # process pool size; 0 = score in the trainer process (no timeout)
       timeout_seconds=300.0,      # per rollout batch; a hanging reward never hangs the loop
-      on_error="zero",            # failing/hanging rows: "zero" reward | "skip" their groups | "raise"
+      # Rows whose reward raises, hangs or is NaN/inf: "min" scores them at the reward's floor (from
+      # each function's reward_range), so a failure never outranks a wrong answer | "skip" drops
+      # their groups | "raise" stops the run.
+      on_error="min",
   ))
 
   c.advantage = ml_collections.ConfigDict(dict(
