@@ -100,9 +100,15 @@ def _digests(arrays: dict) -> dict:
 
 def checksums(arrays: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, bool]]:
   """({name: 16-hex-digit checksum}, {name: all values finite}) of a flat dict of arrays, computed
-  on the arrays' devices (one jitted pass; sharded and multi-host arrays stay where they are)."""
-  out = jax.device_get(_digests({k: jnp.asarray(v) if not isinstance(v, jax.Array) else v
-                                 for k, v in arrays.items()}))
+  where the arrays live (sharded and multi-host arrays are not gathered): one jitted pass per set of
+  devices holding them (host numpy arrays count as one set)."""
+  groups: dict[Any, dict] = {}
+  for k, v in arrays.items():
+    devices = v.sharding.device_set if isinstance(v, jax.Array) else None
+    groups.setdefault(None if devices is None else frozenset(devices), {})[k] = v
+  out = {}
+  for group in groups.values():
+    out.update(jax.device_get(_digests(group)))
   sums = {k: f"{int(d[0]):08x}{int(d[1]):08x}" for k, (d, _) in out.items()}
   finite = {k: bool(f) for k, (_, f) in out.items()}
   return sums, finite
