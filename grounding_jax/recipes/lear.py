@@ -296,6 +296,9 @@ class Lear(base.Recipe):
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
 
+  def check_rollout_options(self, options: Mapping[str, Any]) -> None:
+    lear_rollout.LearOptions.from_config(options)  # unknown fields and bad values raise, named
+
   def rollout(self, model, tokenizer, examples, prompt_fn, settings, *, seed, mesh=None,
               options: Mapping[str, Any] | None = None) -> lear_rollout.LearSample:
     """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (lear_rollout);
