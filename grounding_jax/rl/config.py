@@ -127,6 +127,8 @@ def default_config() -> ml_collections.ConfigDict:
       share_prompts=True,
   ))
 
+  # schedule_unit="step": warmup_steps, warmup_ratio and the decay count GRPO steps, each of μ ×
+  # num_minibatches updates at one learning rate (VeRL / TRL); "update" counts optimizer updates.
   c.optimizer = optim.default_optimizer_config()
 
   c.stages = [stage("grpo", num_steps=10)]

@@ -131,11 +131,13 @@ def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe
 
 
 def optimizer(view: ml_collections.ConfigDict, num_steps: int):
-  """(optimizer, cache key) of a stage: a fresh schedule over its updates; equal keys share programs."""
+  """(optimizer, cache key) of a stage: a fresh schedule over its `num_steps` GRPO steps of
+  μ × num_minibatches updates each (optimizer.schedule_unit says which of the two warm-up and decay
+  count); equal keys share programs."""
   u = view.update_loop
-  updates = num_steps * u.num_iterations * u.num_minibatches
-  return (optim.build_optimizer(view.optimizer, updates),
-          (view.optimizer.to_json(sort_keys=True), updates))
+  per_step = u.num_iterations * u.num_minibatches
+  return (optim.build_optimizer(view.optimizer, num_steps, per_step),
+          (view.optimizer.to_json(sort_keys=True), num_steps, per_step))
 
 
 def programs(graphdef, optimizer_, key, settings: update_lib.UpdateSettings):
