@@ -50,7 +50,7 @@ def check_config(c: ml_collections.ConfigDict) -> None:
       raise ValueError(f"model.{field}={c.model[field]!r}; use one of {sorted(models.DTYPES)}")
   for st in c.stages:
     recipes.get_recipe(st.recipe)  # an unknown name fails here, naming the recipes
-    stage_config(c, st)  # unknown override fields fail here
+    update_lib.settings_from_config(stage_config(c, st))  # unknown override fields, bad loss values
 
 
 def stage_config(config: ml_collections.ConfigDict, st: ml_collections.ConfigDict

@@ -47,6 +47,8 @@ def shrink(c, model_dir, workdir):
   if c.dapo.overlong_shaping:
     c.dapo.overlong_buffer = 4
   c.update_loop.num_minibatches, c.update_loop.micro_batch_size = 1, 2
+  if c.loss.aggregation == "micro_token_mean":  # ARENA's groups of 4 rows, halved with the batch
+    c.loss.micro_batch_rows = 2
   c.reward.num_workers = 0
   c.logging.console = False
   c.checkpoint.every_steps = 100
