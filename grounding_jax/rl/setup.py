@@ -8,6 +8,7 @@ prompt renderer, optimizer and compiled update programs. Nothing here runs a ste
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
@@ -108,9 +109,34 @@ def load_stage_examples(data: ml_collections.ConfigDict) -> list:
   raise ValueError(f"stage data.kind={data.kind!r}; expected 'synthetic' or 'jsonl'")
 
 
-def reward_functions(view: ml_collections.ConfigDict) -> RewardSpec:
-  """[(name, weight, RewardFn)] of a stage view's config.reward.functions."""
-  return [(f.name, float(f.weight), recipes.get_reward(f.name, **dict(f.get("options", {}))))
+# A reward option value naming the policy's tokenizer folder (e.g. LEAR's length reward counts its
+# tokens, note 003 §5.2): a path, so the reward pickles to worker processes and loads it there.
+POLICY_TOKENIZER = "policy"
+
+
+def policy_folder(view: ml_collections.ConfigDict, tokenizer=None) -> str:
+  """The policy's HF folder: config.model.path, else the folder the given tokenizer came from."""
+  path = view.model.path or getattr(tokenizer, "name_or_path", "") or ""
+  return path if path and os.path.isdir(path) else ""
+
+
+def reward_options(options: Mapping[str, Any], policy_path: str) -> dict:
+  """A reward's config options with tokenizer="policy" replaced by the policy's folder."""
+  out = dict(options)
+  if out.get("tokenizer") == POLICY_TOKENIZER:
+    if not policy_path:
+      raise ValueError("a reward option tokenizer='policy' needs the policy's folder: set "
+                       "config.model.path to an HF folder (or give the tokenizer folder itself)")
+    out["tokenizer"] = policy_path
+  return out
+
+
+def reward_functions(view: ml_collections.ConfigDict, policy_path: str = "") -> RewardSpec:
+  """[(name, weight, RewardFn)] of a stage view's config.reward.functions (`policy_path` resolves
+  tokenizer="policy" options; default config.model.path)."""
+  policy_path = policy_path or policy_folder(view)
+  return [(f.name, float(f.weight),
+           recipes.get_reward(f.name, **reward_options(f.get("options", {}), policy_path)))
           for f in view.reward.functions]
 
 
@@ -151,8 +177,8 @@ def programs(graphdef, optimizer_, key, settings: update_lib.UpdateSettings):
 
 
 def stage_rewards(given: Optional[RewardSpec | Mapping[str, RewardSpec]], st,
-                  view: ml_collections.ConfigDict) -> RewardSpec:
+                  view: ml_collections.ConfigDict, tokenizer=None) -> RewardSpec:
   """The stage's reward functions: passed to the Trainer (one list, or one per stage name), else
-  built from the stage view's config."""
+  built from the stage view's config (tokenizer="policy" options name the policy's folder)."""
   spec = given.get(st.name) if isinstance(given, Mapping) else given
-  return list(spec) if spec is not None else reward_functions(view)
+  return list(spec) if spec is not None else reward_functions(view, policy_folder(view, tokenizer))

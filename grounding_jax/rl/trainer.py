@@ -72,8 +72,8 @@ class Trainer:
     optimizer, opt_key = setup.optimizer(view, st.num_steps)
     settings = update_lib.settings_from_config(view)
     train_step, logprob_fn = setup.programs(self.graphdef, optimizer, opt_key, settings)
-    pool = reward_pool.RewardPool(setup.stage_rewards(self._reward_functions, st, view),
-                                  num_workers=view.reward.num_workers,
+    rewards = setup.stage_rewards(self._reward_functions, st, view, self.tokenizer)
+    pool = reward_pool.RewardPool(rewards, num_workers=view.reward.num_workers,
                                   timeout_seconds=view.reward.timeout_seconds,
                                   on_error=view.reward.on_error)
     data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)

@@ -15,6 +15,7 @@ import transformers
 
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import available_recipes, get_recipe, get_reward
+from grounding_jax.rl import setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -33,7 +34,7 @@ def _load(path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("arg", [None, "runlocal"])
-def test_config_builds_with_real_rewards_and_prompts(path, arg):
+def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
   c = _load(path).get_config(arg)
   rows = c.rollout.prompts_per_step * c.rollout.group_size
   assert rows % c.update_loop.num_minibatches == 0
@@ -41,7 +42,7 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg):
   for st in c.stages:
     assert st.recipe in available_recipes()
     for fn in (st.reward.get("functions") or c.reward.functions):
-      options = dict(fn.options)
+      options = setup.reward_options(fn.options, str(tmp_path))  # tokenizer="policy": a folder
       if fn.name.startswith("trust"):
         # An NLI folder must be named; without one the reward says which option to set.
         with pytest.raises(ValueError, match="nli"):
