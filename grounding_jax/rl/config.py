@@ -67,7 +67,9 @@ def default_config() -> ml_collections.ConfigDict:
       top_p=1.0,
       top_k=0,
       stop=(),                    # stop strings besides the recipe's own (Recipe.stop)
-      max_prompt_tokens=0,        # 0 = no limit; otherwise longer prompts are left-truncated
+      max_prompt_tokens=0,        # 0 = no limit; longer prompts are handled by overlong_prompts:
+      overlong_prompts="truncate",  # "truncate": lose tokens on the left (VeRL truncation='left');
+                                  # "drop": left out of the stage's data before any step (TruthRL)
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 switch
       options=ml_collections.ConfigDict(),  # the recipe's rollout options (Recipe.rollout), e.g. LEAR's
   ))

@@ -46,6 +46,11 @@ def check_config(c: ml_collections.ConfigDict) -> None:
                      f"(0, rollout.max_new_tokens={c.rollout.max_new_tokens}]")
   if not c.stages:
     raise ValueError("config.stages is empty")
+  if c.rollout.overlong_prompts not in rollout_lib.OVERLONG_PROMPTS or (
+      c.rollout.overlong_prompts == "drop" and c.rollout.max_prompt_tokens <= 0):
+    raise ValueError(f"rollout.overlong_prompts={c.rollout.overlong_prompts!r} with "
+                     f"rollout.max_prompt_tokens={c.rollout.max_prompt_tokens}: use one of "
+                     f"{rollout_lib.OVERLONG_PROMPTS}; 'drop' needs max_prompt_tokens > 0")
   for field in ("compute_dtype", "param_dtype"):
     if c.model[field] not in models.DTYPES:
       raise ValueError(f"model.{field}={c.model[field]!r}; use one of {sorted(models.DTYPES)}")
@@ -129,6 +134,24 @@ def reward_options(options: Mapping[str, Any], policy_path: str) -> dict:
                        "config.model.path to an HF folder (or give the tokenizer folder itself)")
     out["tokenizer"] = policy_path
   return out
+
+
+def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Sequence[Any],
+                     prompt_fn: Callable[[Any], str], tokenizer) -> list:
+  """The stage's examples under rollout.overlong_prompts: all of them ("truncate": the sampler cuts
+  long prompts on the left), or those whose prompt fits in rollout.max_prompt_tokens ("drop"; the
+  count dropped is printed)."""
+  r = view.rollout
+  if r.overlong_prompts != "drop":
+    return list(examples)
+  kept, dropped = rollout_lib.drop_overlong(examples, prompt_fn, tokenizer, r.max_prompt_tokens)
+  print(f"[data] stage {name!r}: dropped {len(dropped)} of {len(examples)} examples whose prompts "
+        f"exceed rollout.max_prompt_tokens={r.max_prompt_tokens} (rollout.overlong_prompts='drop')",
+        flush=True)
+  if not kept:
+    raise ValueError(f"stage {name!r}: every prompt is longer than rollout.max_prompt_tokens="
+                     f"{r.max_prompt_tokens}; raise the limit or use rollout.overlong_prompts='truncate'")
+  return kept
 
 
 def reward_functions(view: ml_collections.ConfigDict, policy_path: str = "") -> RewardSpec:
