@@ -282,8 +282,12 @@ def compression_ratio(passage_lengths: Sequence[int], evidence_lengths: Sequence
 
 def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
              reader_outputs: Sequence[str] | None = None,
-             length_fn: Callable[[str], int] | None = None) -> dict[str, Any]:
-  """LEAR's Table 4: EM / F1 (SQuAD normalisation, %) of the reader's answers, CR of the extracts.
+             length_fn: Callable[[str], int] | None = None,
+             normalizer: str = "squad") -> dict[str, Any]:
+  """LEAR's Table 4: EM / F1 (%) of the reader's answers, CR of the extracts.
+
+  The paper names no EM / F1 script (note 003 §9 [DECISION]): SQuAD's by default; normalizer="hotpot"
+  scores its HotpotQA dev rows with HotpotQA's official rule (text.em_f1).
 
   `rollouts` are the extractor's `<reason>…</reason><extract>…</extract>` outputs. `reader_outputs`
   are the downstream reader's answers given (q, extracted evidence) (the two-model protocol); without
@@ -299,7 +303,7 @@ def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
       raise ValueError(f"lear evaluation: example {e.id!r} has no gold answers.")
   count = length_fn or (lambda s: len(s.split()))
   out: dict[str, Any] = dict(text.em_f1([reader_answer(r) for r in answered],
-                                        [list(e.answers) for e in examples]))
+                                        [list(e.answers) for e in examples], normalizer=normalizer))
   out.pop("em_per_example"), out.pop("f1_per_example")
   evidence = [lear_rollout.parse_rollout(r).evidence or "" for r in rollouts]
   passages = ["\n".join(p.text for p in e.passages) for e in examples]
