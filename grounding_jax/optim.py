@@ -9,6 +9,8 @@ and decay advance on every update). The SFT trainer runs one update per step, wh
 
 from __future__ import annotations
 
+import math
+
 import jax
 import ml_collections
 import optax
@@ -49,8 +51,8 @@ def _schedule(config: ml_collections.ConfigDict, total: int) -> optax.Schedule:
   if config.schedule not in SCHEDULES:
     raise ValueError(f"optimizer.schedule={config.schedule!r}; expected one of {SCHEDULES}")
   warmup = int(config.get("warmup_steps", 0) or 0)
-  if config.get("warmup_ratio", 0.0):
-    warmup = int(round(float(config.warmup_ratio) * total))
+  if config.get("warmup_ratio", 0.0):  # HF Trainer (TRL; ARENA, Ground-GRPO): ceil(ratio · total)
+    warmup = math.ceil(total * float(config.warmup_ratio))
   warmup = min(warmup, total)
   floor = lr * float(config.get("min_lr_ratio", 0.0))
   decay_steps = max(total - warmup, 1)

@@ -89,3 +89,9 @@ def test_grace_config_optimizer_steps_at_the_papers_rates():
     updates, state = opt.update({"b": jnp.full((3,), 0.5)}, state, params)
     lrs.append(-float(updates["b"][0]))
   np.testing.assert_allclose(lrs, [0.0] * 4 + [4e-8] * 4 + [8e-8], rtol=1e-4, atol=1e-14)
+
+
+def test_warmup_ratio_rounds_up_as_hf_trainer():
+  # Ground-GRPO stage 1 (note 001 §5): 25 steps × 0.1 → ceil(2.5) = 3 warm-up steps ("≈3").
+  s = optim.learning_rate_schedule(_cfg(learning_rate=1e-5, schedule="cosine", warmup_ratio=0.1), 25)
+  np.testing.assert_allclose([s(1), s(2), s(3)], [1e-5 / 3, 2e-5 / 3, 1e-5], rtol=1e-5)
