@@ -120,9 +120,12 @@ POLICY_TOKENIZER = "policy"
 
 
 def policy_folder(view: ml_collections.ConfigDict, tokenizer=None) -> str:
-  """The policy's HF folder: config.model.path, else the folder the given tokenizer came from."""
-  path = view.model.path or getattr(tokenizer, "name_or_path", "") or ""
-  return path if path and os.path.isdir(path) else ""
+  """The policy's HF folder: config.model.path when it is a folder, else the folder the given
+  tokenizer came from, else "" (e.g. model.path "smollm2" before launch/train.py resolves it)."""
+  for path in (view.model.path, getattr(tokenizer, "name_or_path", "")):
+    if path and os.path.isdir(path):
+      return path
+  return ""
 
 
 def reward_options(options: Mapping[str, Any], policy_path: str) -> dict:

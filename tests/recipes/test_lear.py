@@ -4,6 +4,7 @@ policy's tokens (a tokenizer folder that pickles as its path), Table 6's answer-
 import math
 import pickle
 
+import ml_collections
 import numpy as np
 import pytest
 
@@ -100,6 +101,9 @@ def test_tokenizer_folder_counts_the_policys_tokens_and_pickles_as_a_path(smollm
   assert out["len_passages"][0] == 5 * count(PASSAGES[0].text)
   with pytest.raises(ValueError, match="config.model.path"):
     setup.reward_options({"tokenizer": "policy"}, "")
+  # model.path "smollm2" (before launch/train.py resolves it): the given tokenizer's folder.
+  view = ml_collections.ConfigDict({"model": {"path": "smollm2"}})
+  assert setup.policy_folder(view, tok) == str(smollm2_dir) and setup.policy_folder(view) == ""
   with pytest.raises(ValueError, match="resolves it"):
     get_reward("lear", tokenizer="policy")
   with pytest.raises(ValueError, match="not a folder"):
