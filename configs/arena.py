@@ -8,7 +8,8 @@ r"""ARENA (seed 002): relevance / analysis / answer format, EM + relevance + bon
 
 Paper / authors' code (note 002 §5): 256 prompts × G=7 per optimizer step, ≈95 steps, lr 3e-6 cosine
 with 10% warm-up, β = 0.04 with the k2 estimator ½(log π_ref − log π)², μ = 1, temperature 0.9,
-256 new tokens, advantages (r − mean) / (std + 1e-4) with the unbiased std, token-mean loss.
+256 new tokens, advantages (r − mean) / (std + 1e-4) with the unbiased std; the loss is the token
+mean of each micro-batch of 4 completions, averaged, on log-probs of the raw logits (temperature 1).
 """
 
 from grounding_jax.rl import config as rl_config
@@ -24,8 +25,13 @@ def get_config(arg=None):
                         top_p=1.0))
   c.reward.functions = [presets.reward_fn("arena")]
   c.advantage.update(dict(scale="group", std_ddof=1, eps=1e-4))
+  # As the authors' TRL 0.16 computes it (note 002 §3.6, §9 items 2-3): log-probs of the raw logits
+  # (temperature 1) although rollouts sample at 0.9, and each device's micro-batch of 4 completions
+  # normalised by its own token count, the 448 micro-batch losses of a step averaged (7 GPUs × 64
+  # accumulation steps). The paper's formula would be logprob_temperature="sampling" and
+  # aggregation="seq_mean_token_mean".
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=0.04, kl_estimator="k2",
-                     aggregation="token_mean"))
+                     aggregation="micro_token_mean", micro_batch_rows=4, logprob_temperature=1.0))
   c.update_loop.update(dict(num_iterations=1, num_minibatches=1, micro_batch_size=28))
   c.optimizer.update(dict(learning_rate=3e-6, schedule="cosine", warmup_ratio=0.1,
                           weight_decay=0.0, max_grad_norm=1.0))

@@ -22,7 +22,9 @@ short warm-up, k3 KL, GRPO's per-sequence token mean, τ = γ = 0.5 (tuned in th
 {.1,.2,.5,1} / {.1,.3,.5,.8,1}; final values unreported — get_sweep below is that grid, 20 runs:
 `python launch/sweep.py --config=configs/lear.py --config.model.path=... --workdir_root=...`).
 64 prompts × 8 per step ≈ 1,237 steps for one epoch.
-Lengths for Eqs. 6–7 are whitespace words (the reward's tokenizer option is not a config value).
+Lengths for Eqs. 6–7 are the policy's tokens (reward option tokenizer="policy"; a folder path also
+works, None counts whitespace words). Table 6's answer-reward ablation: the reward option
+answer_passes, e.g. ("evidence", "full").
 """
 
 import ml_collections
@@ -45,8 +47,10 @@ def get_config(arg=None):
       answer_max_new_tokens=64, answer_prefix="<answer>", answer_stop=lear.ANSWER_STOP,
       keep_empty_tags=True, evidence_context_instruction=True,
       masked_temperature=ml_collections.FieldReference(None, field_type=float)))
+  # Lengths in Eqs. 6-7 are the policy's tokenizer tokens (note 003 §5.2, §13 item 2); the trainer
+  # resolves "policy" to config.model.path, and the reward loads it in the reward workers.
   c.reward.functions = [presets.reward_fn("lear", tau=0.5, gamma=0.5, omega=0.9,
-                                          weights=(0.8, 0.1, 0.1))]
+                                          weights=(0.8, 0.1, 0.1), tokenizer="policy")]
   # Eq. 11: population std floored at ε_std = 0.1 (the paper's {0.49, 0.51} example); no extra eps.
   c.advantage.update(dict(scale="group", std_ddof=0, std_floor=0.1, eps=0.0))
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=1e-2, kl_estimator="k3",

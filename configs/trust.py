@@ -8,18 +8,29 @@ r"""Ground-GRPO (seed 001, "Lessons from Training Grounded LLMs"): two stages, N
       --config.reward.functions[0].options.nli=/ckpt/t5_xxl_true_nli_mixture --workdir=/runs/trust
   python launch/train.py --config=configs/trust.py:runlocal \
       --config.reward.functions[0].options.nli=/path/to/any/nli_classifier --workdir=/tmp/gj_trust
+  # Table 1's Ground-GRPO (Instruct) rows: the same command with configs/trust.py:instruct
+  # (Qwen3 with thinking off; its template's empty think block is the reward's forced prefix)
 
 Paper (note 001 §5): TRL GRPO, G = 8, lr 1e-5 cosine with 10% warm-up, 4 epochs per stage, global
 batch 384 completions (48 prompts × 8); stage 1 ≈ 25 steps on 300 answerable items, stage 2 ≈ 250 steps
 on 3,000 mixed items, continuing from stage 1 with a fresh schedule (note [INF]). TRL ≤ 0.18 defaults
 where the paper is silent: β = 0.04 with k3, ε = 0.2, μ = 1, (r − mean)/(std + 1e-4), token-mean.
 The citation reward needs an NLI model folder (`nli=`; the TRUE T5 model in the paper).
+
+`:instruct` is the paper's Instruct variant of the hybrid Qwen3 checkpoints (note 001 §2.3, §9 A4,
+A23): thinking off, so Qwen3's chat template ends the prompt with an empty `<think>\n\n</think>\n\n`
+block, and both stages' rewards read the tags on that forced prefix + the completion; same rewards
+and prompt otherwise. For Llama-3.1-8B-Instruct (no think block in its template) keep the default
+config. `:reasoning` is the default (thinking on: the policy writes its own <think>).
 """
 
 import ml_collections
 
+from grounding_jax.recipes import trust
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
+
+ARGS = (None, "reasoning", "runlocal", "instruct", "instruct,runlocal")
 
 
 def get_config(arg=None):
@@ -43,6 +54,13 @@ def get_config(arg=None):
   for st in c.stages:
     st.data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 25
-  if arg == "runlocal":
+  if arg not in ARGS:
+    raise ValueError(f"configs/trust.py:{arg}: unknown preset; expected one of {ARGS[1:]}")
+  if arg and "instruct" in arg:  # Table 1's Ground-GRPO (Instruct): Qwen3 with thinking off
+    c.rollout.enable_thinking = False
+    for fns in [c.reward.functions] + [st.reward.get("functions") or [] for st in c.stages]:
+      for fn in fns:
+        fn.options.forced_prefix = trust.QWEN3_NO_THINKING_PREFIX
+  if arg and "runlocal" in arg:
     presets.runlocal(c)
   return c

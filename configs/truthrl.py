@@ -11,7 +11,8 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
 
 Paper / VeRL code (note 004 §4): 64 prompts per step and one optimizer update per rollout batch,
 G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature 1.0,
-2048 new tokens, the paper's seq-mean-token-mean aggregation. The reward's correctness judge defaults
+2048 new tokens, prompts over 16,384 tokens dropped from the data (not truncated), the paper's
+seq-mean-token-mean aggregation. The reward's correctness judge defaults
 to exact match (offline); the paper uses an LLM judge (see grounding_jax.judges).
 """
 
@@ -24,8 +25,10 @@ def get_config(arg=None):
   c.model.path = ""
   c.model.compute_dtype = "bfloat16"
   c.model.remat = True
+  # The 16k context is the prompt limit (VeRL data.max_prompt_length=16384); longer prompts are
+  # filtered out of the data, not truncated (filter_overlong_prompts=True, note 004 §4.2).
   c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0,
-                        top_p=1.0))
+                        top_p=1.0, max_prompt_tokens=16384, overlong_prompts="drop"))
   c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0)]  # ternary: +1 / 0 / −1
   c.advantage.update(dict(scale="group", std_ddof=1, eps=1e-6))
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=0.001, kl_estimator="k3",

@@ -30,7 +30,9 @@ def evaluate(recipe: str, completions: Sequence[str], examples: Sequence[Example
 
 
 def evaluate_lear(reader_outputs: Sequence[str], rollouts: Sequence[str], examples: Sequence[Example], *,
-                  length_fn: Callable[[str], int] | None = None) -> dict[str, Any]:
-  """LEAR's two-model protocol: the reader's answers and the extractor's rollouts (recipes.lear)."""
+                  length_fn: Callable[[str], int] | None = None,
+                  normalizer: str = "squad") -> dict[str, Any]:
+  """LEAR's two-model protocol: the reader's answers and the extractor's rollouts (recipes.lear);
+  normalizer="hotpot" for HotpotQA's official EM / F1 rule."""
   return get_recipe("lear").evaluate(rollouts, examples, reader_outputs=reader_outputs,
-                                     length_fn=length_fn)
+                                     length_fn=length_fn, normalizer=normalizer)

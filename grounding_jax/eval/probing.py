@@ -39,8 +39,8 @@ def _default_answer_fn(completion: str) -> str:
 
 
 def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
-                    num_samples: int = 256, max_new_tokens: int = 256, temperature: float = 1.0,
-                    top_p: float = 1.0, prompt_batch_size: int = 8, samples_per_call: int = 32,
+                    num_samples: int = 256, max_new_tokens: int = 256, temperature: float = 0.6,
+                    top_p: float = 0.9, prompt_batch_size: int = 8, samples_per_call: int = 32,
                     seed: int = 0, prompt_fn: Callable[[Example], str] | None = None,
                     answer_fn: Callable[[str], str] | None = None, judge: Any = None,
                     generate_fn: Callable[..., Any] | None = None) -> ProbeResult:
@@ -50,7 +50,8 @@ def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
     model, tokenizer: the policy being probed (labels are model-specific).
     examples: questions with gold `answers` (and the passages the policy will see).
     num_samples: answers per question (TruthRL: 256).
-    max_new_tokens, temperature, top_p: sampling settings (TruthRL samples at its rollout settings).
+    max_new_tokens, temperature, top_p: sampling settings (TruthRL v2: temperature 0.6, top-p 0.9;
+      note 004 §4.2).
     prompt_batch_size, samples_per_call: questions and samples per `generate_fn` call; bounds memory.
     seed: base seed; each call gets a stable seed of (seed, first question index, sample offset).
     prompt_fn: Example -> rendered prompt; default TruthRL's prompt through the tokenizer's template.

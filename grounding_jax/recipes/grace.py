@@ -316,6 +316,9 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   Unanswerable items: with grace_format (GRACE's own outputs) correct iff the format is valid and the
   `<llm>` path was taken (note §9 item 26); otherwise refusal-string EM and the judge against the
   refusal list. Overall / Balanced accuracy use LJ when a judge is given, else the EM-style verdicts.
+  Fig. 3 (`error_analysis`): classification_accuracy, answer_precision and false_positive_rate of
+  sufficiency judged by the path taken (a baseline's: answering rather than refusing), with the
+  same verdicts; average them over test retrievers as the paper does.
   """
   base.check_aligned(completions, examples)
   answerable = np.array([e.answerable is not False for e in examples])
@@ -357,6 +360,14 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   agg = accuracy(verdicts, answerable)
   out.update(overall_accuracy=agg["overall_accuracy"], balanced_accuracy=agg["balanced_accuracy"],
              accuracy_source=source)
+  # Fig. 3's error analysis: predicted sufficient = the <evidence> path ("<evidence>" after the last
+  # </think>, the authors' path rule; for baselines, an answer that is no refusal); correct = the
+  # answer's verdict above.
+  if grace_format:
+    sufficient = ["<evidence>" in tags.after_think(c) for c in completions]
+  else:
+    sufficient = ~refusal_em(preds)
+  out.update(error_analysis(sufficient, answerable, verdicts))
   return out
 
 
@@ -376,7 +387,7 @@ class Grace(base.Recipe):
   headline_metric = "overall_accuracy"
   metric_columns = ("em_answerable", "bertscore_f1_answerable", "lj_answerable", "acc_unanswerable",
                     "lj_unanswerable", "overall_accuracy", "balanced_accuracy",
-                    "evidence_rouge_l_answerable")
+                    "evidence_rouge_l_answerable", "classification_accuracy")
 
   def parse(self, completion: str) -> GraceOutput:
     return parse(completion)

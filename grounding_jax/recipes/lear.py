@@ -21,16 +21,20 @@ one string per completion, each the text of a `<answer>…</answer>` generation 
     answers_full       o_f, generated from the full context (q, P, r, e)
 
 Decisions (note §5, §13): F1 is SQuAD unigram F1, max over gold aliases; a pass without an
-<answer> block scores 0. Lengths are token counts of the tag contents with `tokenizer` (an object
-with `encode(text, add_special_tokens=False)`), or whitespace words when tokenizer is None; L_P is the
-summed length of the example's passage texts; lengths are floored at 1 and the Eq. 7 base clamped at
-0. When the rollout lacks a complete <reason> or <extract> block, R_len = 0. τ and γ are unreported
-in the paper (tuned over {.1,.2,.5,1} and {.1,.3,.5,.8,1}); defaults 0.5 / 0.5.
+<answer> block scores 0. Lengths are token counts of the tag contents with `tokenizer` (a tokenizer
+folder, loaded on first use in whichever process scores, or an object with
+`encode(text, add_special_tokens=False)`; note §5.2 recommends the policy's tokens, which configs
+name as tokenizer="policy", resolved by the trainer), or whitespace words when tokenizer is None; L_P
+is the summed length of the example's passage texts; lengths are floored at 1 and the Eq. 7 base
+clamped at 0. When the rollout lacks a complete <reason> or <extract> block, R_len = 0. τ and γ are
+unreported in the paper (tuned over {.1,.2,.5,1} and {.1,.3,.5,.8,1}); defaults 0.5 / 0.5.
+`answer_passes` picks the passes R_ans averages (Table 6's ablation; default all three).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any, Callable, Mapping, Sequence
 
@@ -38,6 +42,7 @@ import numpy as np
 
 from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
+from grounding_jax.models.tokenizer import load_tokenizer
 from grounding_jax.recipes import base
 from grounding_jax.recipes import lear_rollout
 from grounding_jax.text import tags
@@ -76,6 +81,7 @@ COT_PROMPT = (  # Table 9, baseline "CoT"
 
 STOP = ("</extract>",)  # Table 10 caption: generation terminates at '</extract>'
 ANSWER_STOP = ("</answer>",)  # the three answer passes stop at the closing tag (note §14)
+ANSWER_PASSES = ("rationale", "evidence", "full")  # o_r, o_e, o_f: R_ans averages their F1 (Eq. 5)
 
 
 def passages_text(passages: Sequence[Passage], *, include_titles: bool = True) -> str:
@@ -162,12 +168,17 @@ class LearReward(base.RewardFn):
   Extras (required, length N): answers_rationale, answers_evidence, answers_full (see module doc).
   Components: answer, f1_rationale, f1_evidence, f1_full, length, len_reward_rationale,
   len_reward_evidence, format, len_rationale, len_evidence, len_passages (the L_* counts).
+
+  Options: tau, gamma, omega (Eqs. 6-7), weights (Eq. 9), tokenizer (None = whitespace words; a
+  tokenizer folder, loaded lazily so the reward pickles as a path; or an object with encode),
+  answer_passes (which of "rationale", "evidence", "full" R_ans averages; Table 6).
   """
 
   name = "lear"
 
   def __init__(self, tau: float = 0.5, gamma: float = 0.5, omega: float = 0.9,
-               weights: tuple[float, float, float] = (0.8, 0.1, 0.1), tokenizer: Any = None):
+               weights: tuple[float, float, float] = (0.8, 0.1, 0.1), tokenizer: Any = None,
+               answer_passes: Sequence[str] = ANSWER_PASSES):
     if tau <= 0 or gamma < 0 or not 0 <= omega <= 1:
       raise ValueError(f"lear: need tau > 0, gamma >= 0, 0 <= omega <= 1; got tau={tau}, "
                        f"gamma={gamma}, omega={omega}.")
@@ -175,17 +186,39 @@ class LearReward(base.RewardFn):
     if len(weights) != 3 or min(weights) < 0:
       raise ValueError(f"lear: weights={weights} must be 3 non-negative numbers (answer, length, "
                        "format).")
-    if tokenizer is not None and not callable(getattr(tokenizer, "encode", None)):
-      raise ValueError("lear: tokenizer must have encode(text, add_special_tokens=False) or be None "
-                       "(whitespace words).")
+    self._tokenizer_path = None
+    if tokenizer == "policy":
+      raise ValueError("lear: tokenizer='policy' names the policy's tokenizer in a config; the trainer "
+                       "resolves it to config.model.path (rl/setup.py). Pass a tokenizer folder here.")
+    if isinstance(tokenizer, str):
+      if not os.path.isdir(tokenizer):
+        raise ValueError(f"lear: tokenizer={tokenizer!r} is not a folder; give a tokenizer folder "
+                         "(e.g. the policy's HF folder), 'policy' in a config, or None for words.")
+      self._tokenizer_path, tokenizer = tokenizer, None
+    elif tokenizer is not None and not callable(getattr(tokenizer, "encode", None)):
+      raise ValueError("lear: tokenizer must be a folder, an object with encode(text, "
+                       "add_special_tokens=False), or None (whitespace words).")
+    passes = tuple(answer_passes)
+    if not passes or len(set(passes)) != len(passes) or not set(passes) <= set(ANSWER_PASSES):
+      raise ValueError(f"lear: answer_passes={answer_passes!r}; choose a non-empty subset of "
+                       f"{ANSWER_PASSES} (Table 6).")
     self.tau, self.gamma, self.omega = float(tau), float(gamma), float(omega)
-    self.weights, self.tokenizer = weights, tokenizer
+    self.weights, self.tokenizer, self.answer_passes = weights, tokenizer, passes
+
+  def __getstate__(self):
+    # Pickled to reward workers: a tokenizer loaded from a folder travels as its path.
+    state = dict(self.__dict__)
+    if self._tokenizer_path is not None:
+      state["tokenizer"] = None
+    return state
 
   @property
   def reward_range(self) -> tuple[float, float]:
     return 0.0, sum(self.weights)
 
   def _length(self, s: str) -> int:
+    if self.tokenizer is None and self._tokenizer_path is not None:
+      self.tokenizer = load_tokenizer(self._tokenizer_path)
     if self.tokenizer is None:
       return len(s.split())
     return len(self.tokenizer.encode(s, add_special_tokens=False))
@@ -221,7 +254,7 @@ class LearReward(base.RewardFn):
         comp["len_reward_rationale"][i] = length_reward_rationale(l_r, l_e, self.tau)
         comp["len_reward_evidence"][i] = length_reward_evidence(l_e, l_p, self.omega, self.gamma)
       comp["format"][i] = format_ok(completion, passes["answers_full"][i])
-    comp["answer"] = (comp["f1_rationale"] + comp["f1_evidence"] + comp["f1_full"]) / 3.0
+    comp["answer"] = sum(comp[f"f1_{p}"] for p in self.answer_passes) / len(self.answer_passes)
     comp["length"] = (comp["len_reward_rationale"] + comp["len_reward_evidence"]) / 2.0
     w = self.weights
     reward = w[0] * comp["answer"] + w[1] * comp["length"] + w[2] * comp["format"]
@@ -249,8 +282,12 @@ def compression_ratio(passage_lengths: Sequence[int], evidence_lengths: Sequence
 
 def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
              reader_outputs: Sequence[str] | None = None,
-             length_fn: Callable[[str], int] | None = None) -> dict[str, Any]:
-  """LEAR's Table 4: EM / F1 (SQuAD normalisation, %) of the reader's answers, CR of the extracts.
+             length_fn: Callable[[str], int] | None = None,
+             normalizer: str = "squad") -> dict[str, Any]:
+  """LEAR's Table 4: EM / F1 (%) of the reader's answers, CR of the extracts.
+
+  The paper names no EM / F1 script (note 003 §9 [DECISION]): SQuAD's by default; normalizer="hotpot"
+  scores its HotpotQA dev rows with HotpotQA's official rule (text.em_f1).
 
   `rollouts` are the extractor's `<reason>…</reason><extract>…</extract>` outputs. `reader_outputs`
   are the downstream reader's answers given (q, extracted evidence) (the two-model protocol); without
@@ -266,7 +303,7 @@ def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
       raise ValueError(f"lear evaluation: example {e.id!r} has no gold answers.")
   count = length_fn or (lambda s: len(s.split()))
   out: dict[str, Any] = dict(text.em_f1([reader_answer(r) for r in answered],
-                                        [list(e.answers) for e in examples]))
+                                        [list(e.answers) for e in examples], normalizer=normalizer))
   out.pop("em_per_example"), out.pop("f1_per_example")
   evidence = [lear_rollout.parse_rollout(r).evidence or "" for r in rollouts]
   passages = ["\n".join(p.text for p in e.passages) for e in examples]

@@ -54,6 +54,10 @@ from grounding_jax.text import tags
 # ------------------------------------------------------------------------------- parser (note §3.2)
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+# What Qwen3's chat template puts at the end of the prompt with enable_thinking=False (the paper's
+# "Instruct" variant of the hybrid model): the completion then starts after an empty think block, so
+# the reward reads the tags on this prefix + completion (note §2.3, §9 A4, A23).
+QWEN3_NO_THINKING_PREFIX = "<think>\n\n</think>\n\n"
 _THINK_THEN_ANSWER_RE = re.compile(r"</think>\s*<answer>")
 
 

@@ -63,11 +63,13 @@ def default_config() -> ml_collections.ConfigDict:
       prompts_per_step=8,         # prompts per GRPO step over all hosts (each host takes its share)
       group_size=8,               # G completions per prompt (TRL default 8; ARENA 7)
       max_new_tokens=256,
-      temperature=1.0,            # the trainer's log-probs use the same temperature
+      temperature=1.0,            # the trainer's log-probs use it too (loss.logprob_temperature)
       top_p=1.0,
       top_k=0,
       stop=(),                    # stop strings besides the recipe's own (Recipe.stop)
-      max_prompt_tokens=0,        # 0 = no limit; otherwise longer prompts are left-truncated
+      max_prompt_tokens=0,        # 0 = no limit; longer prompts are handled by overlong_prompts:
+      overlong_prompts="truncate",  # "truncate": lose tokens on the left (VeRL truncation='left');
+                                  # "drop": left out of the stage's data before any step (TruthRL)
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 switch
       options=ml_collections.ConfigDict(),  # the recipe's rollout options (Recipe.rollout), e.g. LEAR's
   ))
@@ -110,6 +112,12 @@ def default_config() -> ml_collections.ConfigDict:
       kl_clamp=ml_collections.FieldReference(None, field_type=float),   # VeRL low_var_kl: 10
       entropy_coef=0.0,           # entropy bonus; entropy is always logged
       aggregation="token_mean",   # "token_mean" (DAPO) | "seq_mean_token_mean" (GRPO) | "seq_sum_constant"
+                                  # (Dr.GRPO) | "micro_token_mean" (TRL ≤ 0.18: each group of
+                                  # micro_batch_rows rows is its own token mean, groups averaged)
+      micro_batch_rows=0,         # "micro_token_mean" group size (0 = update_loop.micro_batch_size)
+      # T of the update's log-probs (trained, old and reference): "sampling" = rollout.temperature,
+      # or a number (ARENA's authors: 1.0 while sampling at 0.9, note 002 §3.6).
+      logprob_temperature=ml_collections.FieldReference("sampling", field_type=object),
       logprob_chunk_size=4096,    # vocabulary columns per chunk in the log-prob kernel
       logprob_remat=True,         # recompute chunk logits in the backward pass
   ))
@@ -130,6 +138,8 @@ def default_config() -> ml_collections.ConfigDict:
       share_prompts=True,
   ))
 
+  # schedule_unit="step": warmup_steps, warmup_ratio and the decay count GRPO steps, each of μ ×
+  # num_minibatches updates at one learning rate (VeRL / TRL); "update" counts optimizer updates.
   c.optimizer = optim.default_optimizer_config()
 
   c.stages = [stage("grpo", num_steps=10)]

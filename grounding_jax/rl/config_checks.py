@@ -32,6 +32,7 @@ from grounding_jax.rl import advantages
 from grounding_jax.rl import losses
 from grounding_jax.rl import presets
 from grounding_jax.rl import reward_pool
+from grounding_jax.sampling import rollout as rollout_lib
 
 # Allowed values of the enums that only the trainer reads, in one place.
 MODEL_DTYPES = tuple(models.DTYPES)
@@ -243,6 +244,10 @@ def _check_rollout(ck: _Checker, process_count: int) -> None:
   ck.strings("rollout.stop")
   ck.integer("rollout.max_prompt_tokens", lo=0, why="0 = no limit")
   ck.boolean("rollout.enable_thinking", none_ok=True)
+  overlong = ck.choice("rollout.overlong_prompts", rollout_lib.OVERLONG_PROMPTS,
+                       why="prompts over rollout.max_prompt_tokens")
+  if overlong == "drop" and ck.get("rollout.max_prompt_tokens") == 0:
+    ck.bad("rollout.overlong_prompts", overlong, "'drop' needs rollout.max_prompt_tokens > 0")
   options = ck.value("rollout.options")
   if options is not _MISSING and not hasattr(options, "items"):
     ck.bad("rollout.options", options, "must be a dict of the recipe's rollout options")
@@ -347,6 +352,7 @@ def _check_loss(ck: _Checker) -> None:
   ck.number("loss.kl_clamp", lo=0, lo_open=True, none_ok=True, why="VeRL low_var_kl: 10")
   ck.number("loss.entropy_coef", lo=0, why="an entropy bonus; 0 = logged only")
   ck.choice("loss.aggregation", losses.AGGREGATIONS)
+  ck.integer("loss.micro_batch_rows", lo=0, why="0 = update_loop.micro_batch_size")
   ck.integer("loss.logprob_chunk_size", lo=1)
   ck.boolean("loss.logprob_remat")
 
@@ -358,6 +364,8 @@ def _check_optimizer(ck: _Checker, opt: Any, field: str) -> None:
   p = f"{field}."
   ck.number("learning_rate", lo=0, lo_open=True, root=opt, prefix=p)
   ck.choice("schedule", optim.SCHEDULES, root=opt, prefix=p)
+  ck.choice("schedule_unit", optim.SCHEDULE_UNITS, why="what warm-up and decay count", root=opt,
+            prefix=p)
   ck.integer("warmup_steps", lo=0, root=opt, prefix=p)
   ck.number("warmup_ratio", lo=0, hi=1, root=opt, prefix=p)
   ck.number("min_lr_ratio", lo=0, hi=1, root=opt, prefix=p)

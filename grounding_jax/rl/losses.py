@@ -3,6 +3,12 @@
 Every loss and metric is returned as a (sum, denominator) pair: a mini-batch split into micro-batches
 accumulates sums and denominators separately and divides once, so the result equals the loss of the whole
 mini-batch exactly, whatever the micro-batch size (tunix `algo_core`; DAPO §3.3 on token-level means).
+"micro_token_mean" keeps that exactness for TRL's per-device normalisation: its pair is (Σ of each
+group of `micro_batch_rows` rows' token mean, number of groups), so the mini-batch loss is the mean of
+the groups' token means, whatever the memory micro-batch (a multiple of the group).
+
+When a reference is given, the three estimators k1, k2 and k3 of KL(π ‖ π_ref) are logged every step
+(kl/k1, kl/k2, kl/k3) whichever one the loss uses (ARENA Fig. 4 compares k2 and k3).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
-AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_sum_constant")
+AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_sum_constant", "micro_token_mean")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +38,12 @@ class PolicyLossConfig:
     entropy_coef: coefficient of an entropy *bonus* (loss −= coef · entropy); 0 = metric only.
     aggregation: "token_mean" = Σ tokens / Σ mask over the batch (DAPO, TRL bnpo);
       "seq_mean_token_mean" = mean over sequences of each sequence's token mean (GRPO paper);
-      "seq_sum_constant" = Σ tokens / (num sequences · max_completion_length) (Dr.GRPO).
+      "seq_sum_constant" = Σ tokens / (num sequences · max_completion_length) (Dr.GRPO);
+      "micro_token_mean" = the mean over consecutive groups of `micro_batch_rows` rows of each group's
+      Σ tokens / Σ mask (TRL ≤ 0.18: a device's micro-batch is its own token mean, and DDP and
+      gradient accumulation average them; ARENA, 4 completions per device, note 002 §3.6).
     max_completion_length: the constant normaliser of "seq_sum_constant".
+    micro_batch_rows: the rows of one normalisation group of "micro_token_mean".
   """
   clip_eps_low: float = 0.2
   clip_eps_high: float = 0.2
@@ -44,6 +54,7 @@ class PolicyLossConfig:
   entropy_coef: float = 0.0
   aggregation: str = "token_mean"
   max_completion_length: int = 0
+  micro_batch_rows: int = 0
 
   def __post_init__(self):
     if self.kl_estimator not in KL_ESTIMATORS:
@@ -52,6 +63,8 @@ class PolicyLossConfig:
       raise ValueError(f"aggregation={self.aggregation!r}; expected one of {AGGREGATIONS}")
     if self.aggregation == "seq_sum_constant" and self.max_completion_length <= 0:
       raise ValueError("aggregation='seq_sum_constant' (Dr.GRPO) needs max_completion_length > 0")
+    if self.aggregation == "micro_token_mean" and self.micro_batch_rows <= 0:
+      raise ValueError("aggregation='micro_token_mean' needs micro_batch_rows > 0 (loss.micro_batch_rows)")
     if not 0 <= self.clip_eps_low < 1 or self.clip_eps_high < 0:
       raise ValueError(f"clip eps low={self.clip_eps_low}, high={self.clip_eps_high}: need 0<=low<1, high>=0")
     if self.dual_clip is not None and self.dual_clip <= 1:
@@ -76,11 +89,13 @@ def kl_per_token(logp: jax.Array, ref_logp: jax.Array, estimator: str,
 
 
 def aggregate(values: jax.Array, mask: jax.Array, aggregation: str,
-              max_completion_length: int = 0) -> tuple[jax.Array, jax.Array]:
+              max_completion_length: int = 0, micro_batch_rows: int = 0) -> tuple[jax.Array, jax.Array]:
   """(sum, denominator) of per-token `values` [B, T] under `mask` [B, T] for one aggregation mode.
 
   Rows with an all-zero mask (e.g. masked truncated completions) count in no denominator except
-  "seq_sum_constant", whose denominator is the fixed B · max_completion_length (Dr.GRPO).
+  "seq_sum_constant", whose denominator is the fixed B · max_completion_length (Dr.GRPO); a
+  "micro_token_mean" group whose rows are all masked counts in none either. "micro_token_mean" needs
+  B to be a multiple of micro_batch_rows.
   """
   mask = mask.astype(values.dtype)
   if aggregation == "token_mean":
@@ -92,6 +107,15 @@ def aggregate(values: jax.Array, mask: jax.Array, aggregation: str,
   if aggregation == "seq_sum_constant":
     denom = jnp.asarray(values.shape[0] * max_completion_length, values.dtype)
     return jnp.sum(values * mask), denom
+  if aggregation == "micro_token_mean":
+    rows = values.shape[0]
+    if micro_batch_rows <= 0 or rows % micro_batch_rows:
+      raise ValueError(f"micro_token_mean: {rows} rows do not split into groups of "
+                       f"micro_batch_rows={micro_batch_rows}")
+    groups = (rows // micro_batch_rows, -1)
+    sums = jnp.sum((values * mask).reshape(groups), axis=-1)
+    tokens = jnp.sum(mask.reshape(groups), axis=-1)
+    return jnp.sum(sums / jnp.maximum(tokens, 1.0)), jnp.sum((tokens > 0).astype(values.dtype))
   raise ValueError(f"aggregation={aggregation!r}; expected one of {AGGREGATIONS}")
 
 
@@ -130,7 +154,9 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   def token_metric(x):
     return (jnp.sum(x * mask_f), tokens)
 
-  metrics["pg_loss"] = aggregate(pg, mask_f, config.aggregation, config.max_completion_length)
+  agg = dict(aggregation=config.aggregation, max_completion_length=config.max_completion_length,
+             micro_batch_rows=config.micro_batch_rows)
+  metrics["pg_loss"] = aggregate(pg, mask_f, **agg)
   if config.kl_coef:
     if ref_logp is None:
       raise ValueError("kl_coef > 0 but no ref_logp was given")
@@ -139,6 +165,10 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
     metrics["kl"] = token_metric(kl)
   elif ref_logp is not None:
     metrics["kl"] = token_metric(kl_per_token(logp, ref_logp, config.kl_estimator, config.kl_clamp))
+  if ref_logp is not None:  # every estimator, unclamped, whichever the loss uses (ARENA Fig. 4)
+    logp_sg, ref_sg = jax.lax.stop_gradient(logp), jax.lax.stop_gradient(ref_logp)
+    for name in KL_ESTIMATORS:
+      metrics[f"kl/{name}"] = token_metric(kl_per_token(logp_sg, ref_sg, name))
   if entropy is not None:
     metrics["entropy"] = token_metric(entropy)
   if config.entropy_coef:
@@ -159,7 +189,7 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   big = jnp.asarray(jnp.finfo(jnp.float32).max, jnp.float32)
   metrics["ratio_min"] = (jnp.min(jnp.where(mask_f > 0, ratio, big)), jnp.float32(1))
   metrics["ratio_max"] = (jnp.max(jnp.where(mask_f > 0, ratio, -big)), jnp.float32(1))
-  loss_sum, denom = aggregate(per_token, mask_f, config.aggregation, config.max_completion_length)
+  loss_sum, denom = aggregate(per_token, mask_f, **agg)
   metrics["loss"] = (loss_sum, denom)
   return loss_sum, denom, metrics
 

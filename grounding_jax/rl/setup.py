@@ -8,6 +8,7 @@ prompt renderer, optimizer and compiled update programs. Nothing here runs a ste
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
@@ -35,6 +36,8 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
   config_checks.ConfigError with one line per bad value."""
 
   def check_reward(name, options):
+    if options.get("tokenizer") == POLICY_TOKENIZER:  # resolved when the stage is built
+      options = {**options, "tokenizer": None}
     return recipes.get_reward(name, **options).reward_range
 
   def check_recipe(name, rollout_options):
@@ -43,6 +46,14 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
   config_checks.check_config(c, process_count=jax.process_count(), check_reward=check_reward,
                              check_recipe=check_recipe, read_data=read_data,
                              need_model_path=need_model_path)
+  problems = []
+  for i, st in enumerate(c.stages):  # what the update builds from each stage's view
+    try:
+      update_lib.settings_from_config(stage_config(c, st))
+    except ValueError as e:
+      problems.append(f"config.stages[{i}] ({st.name}): {e}")
+  if problems:
+    raise config_checks.ConfigError(problems)
 
 
 def stage_config(config: ml_collections.ConfigDict, st: ml_collections.ConfigDict
@@ -100,9 +111,55 @@ def load_stage_examples(data: ml_collections.ConfigDict) -> list:
   raise ValueError(f"stage data.kind={data.kind!r}; expected 'synthetic' or 'jsonl'")
 
 
-def reward_functions(view: ml_collections.ConfigDict) -> RewardSpec:
-  """[(name, weight, RewardFn)] of a stage view's config.reward.functions."""
-  return [(f.name, float(f.weight), recipes.get_reward(f.name, **dict(f.get("options", {}))))
+# A reward option value naming the policy's tokenizer folder (e.g. LEAR's length reward counts its
+# tokens, note 003 §5.2): a path, so the reward pickles to worker processes and loads it there.
+POLICY_TOKENIZER = "policy"
+
+
+def policy_folder(view: ml_collections.ConfigDict, tokenizer=None) -> str:
+  """The policy's HF folder: config.model.path when it is a folder, else the folder the given
+  tokenizer came from, else "" (e.g. model.path "smollm2" before launch/train.py resolves it)."""
+  for path in (view.model.path, getattr(tokenizer, "name_or_path", "")):
+    if path and os.path.isdir(path):
+      return path
+  return ""
+
+
+def reward_options(options: Mapping[str, Any], policy_path: str) -> dict:
+  """A reward's config options with tokenizer="policy" replaced by the policy's folder."""
+  out = dict(options)
+  if out.get("tokenizer") == POLICY_TOKENIZER:
+    if not policy_path:
+      raise ValueError("a reward option tokenizer='policy' needs the policy's folder: set "
+                       "config.model.path to an HF folder (or give the tokenizer folder itself)")
+    out["tokenizer"] = policy_path
+  return out
+
+
+def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Sequence[Any],
+                     prompt_fn: Callable[[Any], str], tokenizer) -> list:
+  """The stage's examples under rollout.overlong_prompts: all of them ("truncate": the sampler cuts
+  long prompts on the left), or those whose prompt fits in rollout.max_prompt_tokens ("drop"; the
+  count dropped is printed)."""
+  r = view.rollout
+  if r.overlong_prompts != "drop":
+    return list(examples)
+  kept, dropped = rollout_lib.drop_overlong(examples, prompt_fn, tokenizer, r.max_prompt_tokens)
+  print(f"[data] stage {name!r}: dropped {len(dropped)} of {len(examples)} examples whose prompts "
+        f"exceed rollout.max_prompt_tokens={r.max_prompt_tokens} (rollout.overlong_prompts='drop')",
+        flush=True)
+  if not kept:
+    raise ValueError(f"stage {name!r}: every prompt is longer than rollout.max_prompt_tokens="
+                     f"{r.max_prompt_tokens}; raise the limit or use rollout.overlong_prompts='truncate'")
+  return kept
+
+
+def reward_functions(view: ml_collections.ConfigDict, policy_path: str = "") -> RewardSpec:
+  """[(name, weight, RewardFn)] of a stage view's config.reward.functions (`policy_path` resolves
+  tokenizer="policy" options; default config.model.path)."""
+  policy_path = policy_path or policy_folder(view)
+  return [(f.name, float(f.weight),
+           recipes.get_reward(f.name, **reward_options(f.get("options", {}), policy_path)))
           for f in view.reward.functions]
 
 
@@ -123,11 +180,13 @@ def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe
 
 
 def optimizer(view: ml_collections.ConfigDict, num_steps: int):
-  """(optimizer, cache key) of a stage: a fresh schedule over its updates; equal keys share programs."""
+  """(optimizer, cache key) of a stage: a fresh schedule over its `num_steps` GRPO steps of
+  μ × num_minibatches updates each (optimizer.schedule_unit says which of the two warm-up and decay
+  count); equal keys share programs."""
   u = view.update_loop
-  updates = num_steps * u.num_iterations * u.num_minibatches
-  return (optim.build_optimizer(view.optimizer, updates),
-          (view.optimizer.to_json(sort_keys=True), updates))
+  per_step = u.num_iterations * u.num_minibatches
+  return (optim.build_optimizer(view.optimizer, num_steps, per_step),
+          (view.optimizer.to_json(sort_keys=True), num_steps, per_step))
 
 
 def programs(graphdef, optimizer_, key, settings: update_lib.UpdateSettings):
@@ -141,8 +200,8 @@ def programs(graphdef, optimizer_, key, settings: update_lib.UpdateSettings):
 
 
 def stage_rewards(given: Optional[RewardSpec | Mapping[str, RewardSpec]], st,
-                  view: ml_collections.ConfigDict) -> RewardSpec:
+                  view: ml_collections.ConfigDict, tokenizer=None) -> RewardSpec:
   """The stage's reward functions: passed to the Trainer (one list, or one per stage name), else
-  built from the stage view's config."""
+  built from the stage view's config (tokenizer="policy" options name the policy's folder)."""
   spec = given.get(st.name) if isinstance(given, Mapping) else given
-  return list(spec) if spec is not None else reward_functions(view)
+  return list(spec) if spec is not None else reward_functions(view, policy_folder(view, tokenizer))

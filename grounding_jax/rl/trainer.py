@@ -72,15 +72,16 @@ class Trainer:
     optimizer, opt_key = setup.optimizer(view, st.num_steps)
     settings = update_lib.settings_from_config(view)
     train_step, logprob_fn = setup.programs(self.graphdef, optimizer, opt_key, settings)
-    pool = reward_pool.RewardPool(setup.stage_rewards(self._reward_functions, st, view),
-                                  num_workers=view.reward.num_workers,
+    rewards = setup.stage_rewards(self._reward_functions, st, view, self.tokenizer)
+    pool = reward_pool.RewardPool(rewards, num_workers=view.reward.num_workers,
                                   timeout_seconds=view.reward.timeout_seconds,
                                   on_error=view.reward.on_error)
-    data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)
-    stream = data_stream.ExampleStream(data, seed=st.data.seed + view.seed, shuffle=st.data.shuffle,
-                                       position=position)
     prompt_fn = self._prompt_fn or setup.prompt_fn(recipe, self.tokenizer,
                                                     view.rollout.enable_thinking)
+    data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)
+    data = setup.fit_prompt_limit(view, st.name, data, prompt_fn, self.tokenizer)
+    stream = data_stream.ExampleStream(data, seed=st.data.seed + view.seed, shuffle=st.data.shuffle,
+                                       position=position)
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
     updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts)

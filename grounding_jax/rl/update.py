@@ -35,7 +35,8 @@ class UpdateSettings:
 
   Attributes:
     loss: the policy-loss options.
-    temperature: the sampler's temperature (log-probs are of log_softmax(logits / T)).
+    temperature: T of the trained, old and reference log-probs, log_softmax(logits / T)
+      (logprob_temperature below: the sampler's by default).
     chunk_size: vocabulary chunk of the log-prob kernel.
     remat: recompute chunk logits in the backward pass.
     on_policy: old log-probs are the current ones under stop_gradient (μ = 1 with one update per
@@ -52,19 +53,43 @@ class UpdateSettings:
   group_size: int = 1
 
 
+def logprob_temperature(c) -> float:
+  """T of the update's log-probs: the sampler's (loss.logprob_temperature="sampling", the exact
+  ratio π_θ/π_old of the sampled distribution) or a number (ARENA's authors: 1.0, raw logits, while
+  sampling at 0.9; note 002 §3.6 / §9 item 3). Raises ValueError on a bad value, or when the old
+  log-probs would come from the sampler at another temperature."""
+  value = c.loss.logprob_temperature
+  if value == "sampling":
+    return float(c.rollout.temperature)
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    raise ValueError(f"loss.logprob_temperature={value!r}: use 'sampling' or a number > 0")
+  u = c.update_loop
+  if (u.old_logprobs == "sampler" and not (u.num_iterations == 1 and u.num_minibatches == 1)
+      and float(value) != float(c.rollout.temperature)):
+    raise ValueError(f"loss.logprob_temperature={value} differs from rollout.temperature="
+                     f"{c.rollout.temperature}, so the sampler's log-probs cannot be the old ones; set "
+                     "update_loop.old_logprobs='recompute'")
+  return float(value)
+
+
 def settings_from_config(c) -> UpdateSettings:
-  """The update's static settings from a trainer config (rl/config.py): loss, temperature,
+  """The update's static settings from a trainer config (rl/config.py): loss, log-prob temperature,
   log-prob kernel, the on-policy shortcut, and prompt sharing when micro-batches hold whole groups."""
+  u = c.update_loop
+  rows = c.loss.micro_batch_rows or u.micro_batch_size
+  if c.loss.aggregation == "micro_token_mean" and (rows <= 0 or u.micro_batch_size % rows):
+    raise ValueError(f"loss.micro_batch_rows={c.loss.micro_batch_rows} must divide "
+                     f"update_loop.micro_batch_size={u.micro_batch_size}")
   loss_cfg = losses.PolicyLossConfig(
       clip_eps_low=c.loss.clip_eps_low, clip_eps_high=c.loss.clip_eps_high,
       dual_clip=c.loss.dual_clip, kl_coef=c.loss.kl_coef, kl_estimator=c.loss.kl_estimator,
       kl_clamp=c.loss.kl_clamp, entropy_coef=c.loss.entropy_coef, aggregation=c.loss.aggregation,
-      max_completion_length=c.rollout.max_new_tokens)
-  u = c.update_loop
+      max_completion_length=c.rollout.max_new_tokens,
+      micro_batch_rows=rows if c.loss.aggregation == "micro_token_mean" else 0)
   on_policy = u.num_iterations == 1 and u.num_minibatches == 1
   g = c.rollout.group_size
   shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
-  return UpdateSettings(loss=loss_cfg, temperature=float(c.rollout.temperature),
+  return UpdateSettings(loss=loss_cfg, temperature=logprob_temperature(c),
                         chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,
                         on_policy=on_policy, group_size=g if shared else 1)
 

@@ -310,16 +310,18 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
                     prompt_ids=ids[:num_prompts], prompt_mask=mask[:num_prompts])
 
 
-def tokenize_prompts(tokenizer, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-  """Left-padded int32 ids and bool mask [P, Lmax] for rendered prompt texts.
+def encode_prompts(tokenizer, prompts: Sequence[str]) -> list[list[int]]:
+  """Token ids of rendered prompt texts. Special tokens (BOS) are added unless the text already
+  starts with the tokenizer's BOS token, so chat-templated prompts are not given a second BOS."""
+  bos = getattr(tokenizer, "bos_token", None)
+  return [tokenizer.encode(p, add_special_tokens=not (bos and p.startswith(bos))) for p in prompts]
 
-  Special tokens (BOS) are added unless the text already starts with the tokenizer's BOS token, so
-  chat-templated prompts are not given a second BOS.
-  """
+
+def tokenize_prompts(tokenizer, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+  """Left-padded int32 ids and bool mask [P, Lmax] for rendered prompt texts (encode_prompts)."""
   if not prompts:
     raise ValueError("prompts is empty.")
-  bos = getattr(tokenizer, "bos_token", None)
-  encoded = [tokenizer.encode(p, add_special_tokens=not (bos and p.startswith(bos))) for p in prompts]
+  encoded = encode_prompts(tokenizer, prompts)
   empty = [i for i, e in enumerate(encoded) if not e]
   if empty:
     raise ValueError(f"prompts {empty[:5]} tokenise to no tokens; every prompt needs at least one.")

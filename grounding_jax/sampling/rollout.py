@@ -14,7 +14,9 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from grounding_jax.sampling.generate import generate_ids, tokenize_prompts
+from grounding_jax.sampling.generate import encode_prompts, generate_ids, tokenize_prompts
+
+OVERLONG_PROMPTS = ("truncate", "drop")  # what happens to prompts over max_prompt_tokens
 
 
 def group_rows(groups, group_size: int) -> np.ndarray:
@@ -32,7 +34,8 @@ class SamplingSettings:
   top_p: float = 1.0
   top_k: int = 0
   stop: tuple[str, ...] = ()
-  max_prompt_tokens: int = 0  # 0 = no limit; longer prompts lose tokens on the left
+  max_prompt_tokens: int = 0  # 0 = no limit; longer prompts lose tokens on the left (or, with
+                              # config.rollout.overlong_prompts="drop", never reach the sampler)
 
 
 @dataclasses.dataclass
@@ -103,6 +106,22 @@ def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any],
                  sampler_logp=np.asarray(gen.logprobs, np.float32),
                  lengths=np.asarray(gen.lengths, np.int32), truncated=np.asarray(gen.truncated, bool),
                  texts=list(gen.texts), group_size=settings.group_size)
+
+
+def drop_overlong(examples: Sequence[Any], prompt_fn: Callable[[Any], str], tokenizer,
+                  max_prompt_tokens: int) -> tuple[list, list[int]]:
+  """(the examples whose rendered prompt fits in `max_prompt_tokens` tokens, the indices of the
+  others). TruthRL's VeRL run filters such prompts out of the dataset instead of truncating them
+  (note 004 §4.2: filter_overlong_prompts=True); dropping them before the stream draws keeps every
+  step's prompt count, so group shapes stay static. Prompts are counted as the sampler tokenises them."""
+  if max_prompt_tokens <= 0:
+    raise ValueError(f"max_prompt_tokens={max_prompt_tokens}: dropping overlong prompts needs a "
+                     "limit > 0")
+  examples = list(examples)
+  lengths = [len(ids) for ids in encode_prompts(tokenizer, [prompt_fn(ex) for ex in examples])]
+  dropped = [i for i, n in enumerate(lengths) if n > max_prompt_tokens]
+  gone = set(dropped)
+  return [ex for i, ex in enumerate(examples) if i not in gone], dropped
 
 
 def _left_pad(x: np.ndarray, width: int, value) -> np.ndarray:

@@ -59,6 +59,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.optimizer.learning_rate = 2e-5
   c.optimizer.schedule = "cosine"
   c.optimizer.warmup_ratio = 0.1
+  # An SFT step is one optimizer update (batch_size sequences), so warm-up and decay count updates
+  # whichever optimizer.schedule_unit is set.
   c.checkpoint = ml_collections.ConfigDict(dict(every_steps=100, max_to_keep=2, resume=True))
   c.logging = ml_collections.ConfigDict(dict(console=True))  # tqdm bar on the console
   c.export_hf = True              # launch/sft.py writes <workdir>/hf at the end (config.model.path of
@@ -164,7 +166,7 @@ class SFTTrainer:
     n = self.data["completion_ids"].shape[0]
     steps_per_epoch = n // c.batch_size
     total = steps_per_epoch * c.num_epochs
-    optimizer = optim.build_optimizer(c.optimizer, total)
+    optimizer = optim.build_optimizer(c.optimizer, total, updates_per_step=1)
     opt_state = optimizer.init(self.params)
     step = 0
     if c.checkpoint.resume and self.checkpointer.latest_step() is not None:

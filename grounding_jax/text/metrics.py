@@ -5,7 +5,10 @@ everywhere. They are pure, deterministic and never raise on arbitrary (model-wri
 
 * `normalize_answer`, `exact_match`, `token_f1`: the SQuAD v1.1 evaluation script's semantics.
 * `normalize_answer_arena`: ARENA's variant (punctuation becomes a space; ARENA note §3.3).
-* `em_f1`: mean EM and F1 over a batch with a named normaliser (`NORMALIZERS`), per-row scores too.
+* `hotpot_f1`: HotpotQA's official F1 (`hotpot_evaluate_v1.py`): SQuAD's, except that it is 0 when
+  the normalised prediction or gold is "yes", "no" or "noanswer" and the two differ.
+* `em_f1`: mean EM and F1 over a batch with a named normaliser (`NORMALIZERS`; "hotpot" is SQuAD's
+  normalisation with the HotpotQA F1 rule), per-row scores too.
 * `rouge_l_f1`: rouge-score 0.1.2 `RougeScorer(["rougeL"], use_stemmer=True)` F-measure, max over
   references (GRACE note §3.4). Re-implemented for speed with the same tokenizer (cached Porter stems)
   and an exact bit-parallel LCS; tests check equality with rouge-score.
@@ -89,13 +92,35 @@ def token_f1(prediction: str, answers: Sequence[str], *,
   return max((_f1_tokens(pred_tokens, normalizer(a).split()) for a in answers), default=0.0)
 
 
+# HotpotQA's evaluation script scores F1 0 when either side is one of these (after normalisation)
+# and the two differ: a yes/no answer is right or wrong, never half right.
+_HOTPOT_CLOSED_ANSWERS = frozenset({"yes", "no", "noanswer"})
+
+
+def hotpot_f1(prediction: str, answers: Sequence[str]) -> float:
+  """HotpotQA's official answer F1 (hotpot_evaluate_v1.py `f1_score`), max over answers; in [0, 1].
+
+  SQuAD's normalisation and unigram F1, except 0 when the normalised prediction or answer is "yes",
+  "no" or "noanswer" and they differ ("yes, it is" vs "yes" scores 0, not SQuAD's 0.5).
+  """
+  pred = normalize_answer(prediction)
+  best = 0.0
+  for a in answers:
+    gold = normalize_answer(a)
+    if pred != gold and (pred in _HOTPOT_CLOSED_ANSWERS or gold in _HOTPOT_CLOSED_ANSWERS):
+      continue
+    best = max(best, _f1_tokens(pred.split(), gold.split()))
+  return best
+
+
 def em_f1(predictions: Sequence[str], golds: Sequence[Sequence[str]], *, normalizer: str = "squad",
           scale: float = 100.0) -> dict[str, object]:
   """Mean exact match and unigram F1 (max over each row's aliases), × `scale`.
 
   normalizer: a key of NORMALIZERS — "squad" (LEAR), "arena" (ARENA, and GRACE's answer EM: `_` and
-  punctuation become spaces, 002 §3.3) or "truthrl". A missing answer should be passed as "" (scores
-  0). Also returns per-row arrays "em_per_example" and "f1_per_example" in [0, 1].
+  punctuation become spaces, 002 §3.3), "truthrl", or "hotpot" (HotpotQA's official script: SQuAD's
+  EM, and F1 with its yes / no / noanswer rule, `hotpot_f1`). A missing answer should be passed as ""
+  (scores 0). Also returns per-row arrays "em_per_example" and "f1_per_example" in [0, 1].
   """
   if normalizer not in NORMALIZERS:
     raise ValueError(f"normalizer={normalizer!r}; choose one of {sorted(NORMALIZERS)}.")
@@ -109,7 +134,7 @@ def em_f1(predictions: Sequence[str], golds: Sequence[Sequence[str]], *, normali
       raise TypeError(f"golds[{i}] is a str; pass a list of aliases, e.g. [{g!r}].")
     p = p if isinstance(p, str) else ""
     em[i] = exact_match(p, g, normalizer=norm)
-    f1[i] = token_f1(p, g, normalizer=norm)
+    f1[i] = hotpot_f1(p, g) if normalizer == "hotpot" else token_f1(p, g, normalizer=norm)
   n = max(len(em), 1)
   return {"em": scale * em.sum() / n, "f1": scale * f1.sum() / n,
           "em_per_example": em, "f1_per_example": f1}
@@ -290,5 +315,7 @@ def is_abstention(boxed_answer: str) -> bool:
 
 
 # The answer normalisers by the name configs and evaluators use (em_f1's `normalizer`).
+# "hotpot" normalises as SQuAD; em_f1 then scores F1 with hotpot_f1.
 NORMALIZERS: dict[str, Callable[[str], str]] = {
-    "squad": normalize_answer, "arena": normalize_answer_arena, "truthrl": normalize_answer_truthrl}
+    "squad": normalize_answer, "arena": normalize_answer_arena, "truthrl": normalize_answer_truthrl,
+    "hotpot": normalize_answer}

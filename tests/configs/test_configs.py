@@ -1,5 +1,6 @@
-"""Every recipe config builds (full and :runlocal) and names real rewards and recipes, and the
-default config runs end to end through launch/train.py. (Each :runlocal trains 3 steps on a tiny model
+"""Every recipe config builds (full and :runlocal) and names real rewards and recipes, the default
+config runs end to end through launch/train.py, and the Ground-GRPO Instruct variant's forced prefix
+is its chat template's empty think block. (Each :runlocal trains 3 steps on a tiny model
 in test_runlocal_golden.py.)"""
 
 import importlib.util
@@ -9,10 +10,17 @@ import subprocess
 import sys
 
 import pytest
+import tokenizers
+import transformers
 
-from grounding_jax.recipes import available_recipes, get_reward
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.recipes import available_recipes, get_recipe, get_reward
+from grounding_jax.rl import setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from recipes.fakes import SubstringNLI  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 # GRPO configs; configs/sft.py (launch/sft.py) is tested in tests/sft/test_sft_launch.py.
 CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.py") if p.stem != "sft")
 
@@ -26,7 +34,7 @@ def _load(path):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("arg", [None, "runlocal"])
-def test_config_builds_with_real_rewards_and_prompts(path, arg):
+def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
   c = _load(path).get_config(arg)
   rows = c.rollout.prompts_per_step * c.rollout.group_size
   assert rows % c.update_loop.num_minibatches == 0
@@ -34,7 +42,7 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg):
   for st in c.stages:
     assert st.recipe in available_recipes()
     for fn in (st.reward.get("functions") or c.reward.functions):
-      options = dict(fn.options)
+      options = setup.reward_options(fn.options, str(tmp_path))  # tokenizer="policy": a folder
       if fn.name.startswith("trust"):
         # An NLI folder must be named; without one the reward says which option to set.
         with pytest.raises(ValueError, match="nli"):
@@ -61,3 +69,37 @@ def test_default_config_trains_through_the_launcher(tiny_smollm2_dir, tmp_path):
   assert any((workdir / "checkpoints").iterdir())
   record = json.loads((workdir / "config.json").read_text())  # the run record says which base model
   assert record["model"]["path"] == str(model_dir) and record["model"]["param_dtype"] == "float32"
+
+
+# A ChatML template with Qwen3's thinking switch (Qwen3's own lines): thinking off pre-fills an empty
+# think block after the assistant header.
+_QWEN3_LIKE_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
+    "{% endif %}")
+
+
+def test_trust_instruct_variant_reads_the_templates_empty_think_block():
+  # Ground-GRPO Table 1 (Instruct): Qwen3 with thinking off; the reward's forced prefix is exactly
+  # what the template leaves at the end of the prompt, so a plain <answer> completion is well formed.
+  tok = transformers.PreTrainedTokenizerFast(
+      tokenizer_object=tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")),
+      unk_token="[UNK]", chat_template=_QWEN3_LIKE_TEMPLATE)
+  module = _load(ROOT / "configs" / "trust.py")
+  instruct, reasoning = module.get_config("instruct"), module.get_config()
+  assert instruct.rollout.enable_thinking is False and reasoning.rollout.enable_thinking is None
+  ex = Example(question="Where is it rainiest?", passages=(Passage("Mawsynram is the rainiest place."),),
+               answers=("Mawsynram",), answerable=True)
+  for st in instruct.stages:
+    prompt = get_recipe(st.recipe).render_prompt(ex, tok, enable_thinking=instruct.rollout.enable_thinking)
+    fns = st.reward.get("functions") or instruct.reward.functions
+    assert all(prompt.endswith(fn.options.forced_prefix) for fn in fns)
+  completion = "<answer>Mawsynram is the rainiest place [1].</answer>"
+  for config, tag_count, fmt in ((instruct, 1.0, 1.0), (reasoning, 0.5, 0.0)):
+    fn = config.stages[1].reward.functions[0]
+    reward = get_reward(fn.name, **{**dict(fn.options), "nli": SubstringNLI()})
+    out = reward([completion], [ex])
+    assert (out["tag_count"][0], out["format"][0]) == (tag_count, fmt)
+  with pytest.raises(ValueError, match="unknown preset"):
+    module.get_config("instuct")

@@ -50,6 +50,8 @@ def shrink(c, model_dir, workdir):
   if c.dapo.overlong_shaping:
     c.dapo.overlong_buffer = 4
   c.update_loop.num_minibatches, c.update_loop.micro_batch_size = 1, 2
+  if c.loss.aggregation == "micro_token_mean":  # ARENA's groups of 4 rows, halved with the batch
+    c.loss.micro_batch_rows = 2
   c.reward.num_workers = 0
   c.logging.console = False
   c.checkpoint.every_steps = 100
@@ -124,12 +126,13 @@ def _completion_bank(ex):
   ]
 
 
-def _stage_rewards(c, st):
+def _stage_rewards(c, st, policy_path):
   from grounding_jax.recipes import get_reward  # pylint: disable=g-import-not-at-top
+  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
   from recipes.fakes import SubstringNLI  # pylint: disable=g-import-not-at-top
   out = []
   for fn in (st.reward.get("functions") or c.reward.functions):
-    options = dict(fn.options)
+    options = setup.reward_options(fn.options, policy_path)  # tokenizer="policy" (LEAR)
     if fn.name.startswith("trust"):
       options["nli"] = SubstringNLI()
     out.append((fn.name, float(fn.weight), get_reward(fn.name, **options)))
@@ -158,7 +161,7 @@ def recipe_outputs(name, tokenizer):
     extras = dict(answers_rationale=golds, answers_evidence=golds, answers_full=golds,
                   lengths=[len(x) for x in completions], truncated=[False] * len(completions))
     scores = {fn_name: {k: np.round(v, 10).tolist() for k, v in fn(completions, rows, **extras).items()}
-              for fn_name, _, fn in _stage_rewards(c, st)}
+              for fn_name, _, fn in _stage_rewards(c, st, tokenizer.name_or_path)}
     out[st.name] = {"prompts": rendered, "scores": scores}
   return out
 

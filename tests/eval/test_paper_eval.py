@@ -5,6 +5,7 @@ Judges are deterministic rules here: the assertions are about the evaluation's b
 
 import numpy as np
 import pytest
+from rouge_score import rouge_scorer
 
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.eval import paper_eval
@@ -45,14 +46,46 @@ def test_grace_eval():
   assert out["acc_unanswerable"] == pytest.approx(50.0) and out["lj_unanswerable"] == pytest.approx(50.0)
   assert out["overall_accuracy"] == pytest.approx(80.0) and out["balanced_accuracy"] == pytest.approx(75.0)
   assert out["accuracy_source"] == "judge"
+  # Fig. 3: q1, q2 take the evidence path on answerable items (TP, both judged right), q3 answers
+  # without it (FN), q4 takes <llm> on an unanswerable one (TN), q5 takes <evidence> there (FP).
+  assert out["classification_accuracy"] == pytest.approx(60.0)
+  assert out["answer_precision"] == pytest.approx(100.0)
+  assert out["false_positive_rate"] == pytest.approx(50.0)
   # Baseline scoring: refusal-string EM, and the judge against GRACE's refusal list.
   judge = RuleJudge()
   base = paper_eval.evaluate("grace", completions, examples, judge=judge, grace_format=False)
   assert base["acc_unanswerable"] == pytest.approx(50.0)  # "I don't know." matches; "maybe" does not
   assert judge.calls[-1] == ["maybe", "I don't know."]
+  # A baseline is "sufficient" when it answers rather than refuses: q1-q4 answer, q5 refuses.
+  assert base["classification_accuracy"] == pytest.approx(80.0)  # TP 3 + TN 1; FP q4 ("maybe")
+  assert base["false_positive_rate"] == pytest.approx(50.0)
   no_judge = paper_eval.evaluate("grace", completions, examples)
   assert no_judge["accuracy_source"] == "em" and "lj_answerable" not in no_judge
   assert no_judge["overall_accuracy"] == pytest.approx(60.0)
+  assert no_judge["answer_precision"] == pytest.approx(50.0)  # EM verdicts: q2's answer is not EM
+
+
+def test_grace_evidence_rouge_l_table5():
+  # Table 5's ER (note 000 §6.3): ROUGE-L F1 (rouge-score, stemming) of the <evidence> content after
+  # </think> against the gold evidence, max over references, averaged over answerable items (0 when
+  # a response quotes no evidence). Reference: rouge-score itself, and note §3.7's example 2.
+  scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+  gold = "The Stanegate ran through the natural gap formed by the valleys of the Tyne and Irthing."
+  quote = "The Stanegate ran through the valleys of the Tyne and Irthing."
+  qasper = ("We use BERT as the encoder.", "Results are in Table 2 on the test set.")
+  examples = [Example("q1", answers=("Tyne and Irthing",), evidence=(gold,), answerable=True),
+              Example("q2", answers=("BERT",), evidence=qasper, answerable=True),
+              Example("q3", answers=("x",), evidence=(gold,), answerable=True),
+              Example("q4", answers=(), answerable=False)]
+  completions = [f"<think>t</think><evidence>{quote}</evidence><answer>Tyne and Irthing</answer>",
+                 "<evidence>We use a BERT encoder.</evidence><answer>BERT</answer>",
+                 f"<think><evidence>{quote}</evidence></think><llm>recall</llm><answer>x</answer>",
+                 f"<evidence>{quote}</evidence><answer>y</answer>"]   # unanswerable: not in ER
+  out = paper_eval.evaluate("grace", completions, examples)
+  assert scorer.score(gold, quote)["rougeL"].fmeasure == pytest.approx(0.8148, abs=1e-4)
+  want = [scorer.score(gold, quote)["rougeL"].fmeasure,
+          max(scorer.score(r, "We use a BERT encoder.")["rougeL"].fmeasure for r in qasper), 0.0]
+  assert out["evidence_rouge_l_answerable"] == pytest.approx(100 * np.mean(want))
 
 
 def test_arena_eval():
@@ -116,6 +149,11 @@ def test_lear_eval():
   assert out["cr_total"] == pytest.approx(15 / 2) and out["n_empty"] == 1
   # By recipe name, the reader's outputs are an option of LEAR's evaluator.
   assert paper_eval.evaluate("lear", rollouts, examples, reader_outputs=readers) == out
+  # HotpotQA's official rule on request: a yes / no gold is all or nothing.
+  yes = [_ex("q3", ["yes"])]
+  squad = paper_eval.evaluate_lear(["yes, it is"], ["<extract>e</extract>"], yes)
+  hotpot = paper_eval.evaluate_lear(["yes, it is"], ["<extract>e</extract>"], yes, normalizer="hotpot")
+  assert squad["f1"] == pytest.approx(50.0) and hotpot["f1"] == 0.0
 
 
 class WordNLI:

@@ -90,7 +90,7 @@ def test_probe_with_the_real_sampler_and_a_tiny_model(tiny_checkpoint, smollm2_d
   prompt_fn = lambda e: e.question
   judge = lambda qs, preds, golds: np.array([len(p) % 2 == 0 for p in preds])  # any fixed rule
   result = probing.probe_knowledge(model, tokenizer, examples, num_samples=4, samples_per_call=2,
-                                   max_new_tokens=4, temperature=1.0, prompt_fn=prompt_fn,
+                                   max_new_tokens=4, temperature=1.0, top_p=1.0, prompt_fn=prompt_fn,
                                    answer_fn=lambda t: t, judge=judge, seed=7)
   # The second sample chunk (offset 2) of the one prompt batch, drawn again with the documented seed.
   again = sampling.generate(model, tokenizer, [prompt_fn(e) for e in examples], max_new_tokens=4,

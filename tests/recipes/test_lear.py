@@ -1,12 +1,17 @@
-"""LEAR reward: the note's length-reward vectors (003 §5.5) and the Eq. 9 combination."""
+"""LEAR reward: the note's length-reward vectors (003 §5.5), the Eq. 9 combination, lengths in the
+policy's tokens (a tokenizer folder that pickles as its path), Table 6's answer-pass subsets."""
 
 import math
+import pickle
 
+import ml_collections
 import numpy as np
 import pytest
 
+from grounding_jax import models
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import get_reward
+from grounding_jax.rl import setup
 from grounding_jax.recipes import lear
 from grounding_jax.recipes import lear_rollout
 
@@ -75,6 +80,51 @@ def test_tokenizer_lengths():
   out = get_reward("lear", tokenizer=CharTokenizer())([rollout], [EX], **extras)
   assert out["len_rationale"][0] == 4 and out["len_evidence"][0] == 2
   assert out["len_passages"][0] == 5 * (100 * 4 + 99)
+
+
+def test_tokenizer_folder_counts_the_policys_tokens_and_pickles_as_a_path(smollm2_dir):
+  # note 003 §5.2: lengths in the policy's tokenizer tokens. The config names tokenizer="policy";
+  # the trainer's set-up resolves it to the policy's folder, and the reward loads it lazily.
+  options = setup.reward_options({"tokenizer": "policy", "tau": 0.5}, str(smollm2_dir))
+  assert options == {"tokenizer": str(smollm2_dir), "tau": 0.5}
+  fn = get_reward("lear", **options)
+  rationale, evidence = "Hamlet's author: William Shakespeare (1564-1616).", "Shakespeare wrote it."
+  rollout = f"<reason>{rationale}</reason><extract>{evidence}</extract>"
+  extras = {k: ["<answer>William Shakespeare</answer>"] for k in lear_rollout.ANSWER_EXTRAS}
+  shipped = pickle.loads(pickle.dumps(fn))  # as to a reward worker: no tokenizer object inside
+  assert len(pickle.dumps(fn)) < 2000
+  out = shipped([rollout], [EX], **extras)
+  tok = models.load_tokenizer(smollm2_dir)
+  count = lambda s: len(tok.encode(s, add_special_tokens=False))
+  assert (out["len_rationale"][0], out["len_evidence"][0]) == (count(rationale), count(evidence))
+  assert out["len_rationale"][0] != len(rationale.split())
+  assert out["len_passages"][0] == 5 * count(PASSAGES[0].text)
+  with pytest.raises(ValueError, match="config.model.path"):
+    setup.reward_options({"tokenizer": "policy"}, "")
+  # model.path "smollm2" (before launch/train.py resolves it): the given tokenizer's folder.
+  view = ml_collections.ConfigDict({"model": {"path": "smollm2"}})
+  assert setup.policy_folder(view, tok) == str(smollm2_dir) and setup.policy_folder(view) == ""
+  with pytest.raises(ValueError, match="resolves it"):
+    get_reward("lear", tokenizer="policy")
+  with pytest.raises(ValueError, match="not a folder"):
+    get_reward("lear", tokenizer="/no/such/folder")
+
+
+def test_answer_passes_pick_the_f1s_the_answer_reward_averages():
+  # Table 6: LEAR trained on subsets of the three answer rewards, averaged.
+  rollout = "<reason>r r r</reason><extract>e</extract>"
+  extras = dict(answers_rationale=["<answer>Shakespeare</answer>"],
+                answers_evidence=["<answer>Marlowe</answer>"],
+                answers_full=["<answer>William Shakespeare</answer>"])
+  f1 = {"rationale": 2 * 1.0 * 0.5 / 1.5, "evidence": 0.0, "full": 1.0}
+  for passes in (("rationale",), ("evidence", "full"), ("rationale", "evidence", "full")):
+    out = get_reward("lear", answer_passes=passes)([rollout], [EX], **extras)
+    assert out["answer"][0] == pytest.approx(np.mean([f1[p] for p in passes]))
+    assert out["f1_evidence"][0] == 0.0 and out["f1_full"][0] == 1.0  # all three still logged
+  assert get_reward("lear").answer_passes == lear.ANSWER_PASSES
+  for bad in ((), ("reader",), ("full", "full")):
+    with pytest.raises(ValueError, match="answer_passes"):
+      get_reward("lear", answer_passes=bad)
 
 
 def test_missing_extras_and_malformed_example_raise():

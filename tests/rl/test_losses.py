@@ -1,4 +1,5 @@
-"""Policy loss, its gradient and metrics against an independent float64 numpy re-derivation."""
+"""Policy loss, its gradient and metrics against an independent float64 numpy re-derivation (every
+aggregation, TRL's per-micro-batch token mean included; the k1 / k2 / k3 KL metrics)."""
 
 import itertools
 
@@ -43,6 +44,11 @@ def _np_loss(logp, old, ref, adv, mask, ent, c):
   elif c.aggregation == "seq_mean_token_mean":
     per = [(tok[i] * mask[i]).sum() / lens[i] for i in range(B) if lens[i] > 0]
     loss = sum(per) / len(per)
+  elif c.aggregation == "micro_token_mean":  # each group of rows its own token mean, groups averaged
+    r = c.micro_batch_rows
+    per = [(tok[i:i + r] * mask[i:i + r]).sum() / mask[i:i + r].sum() for i in range(0, B, r)
+           if mask[i:i + r].sum() > 0]
+    loss = sum(per) / len(per)
   else:
     loss = (tok * mask).sum() / (B * c.max_completion_length)
   m = mask > 0
@@ -51,10 +57,13 @@ def _np_loss(logp, old, ref, adv, mask, ent, c):
   metrics = dict(kl=kl[m].mean(), entropy=ent[m].mean(), clip_frac_low=low[m].mean(),
                  clip_frac_high=high[m].mean(), ratio_mean=ratio[m].mean(), ratio_min=ratio[m].min(),
                  ratio_max=ratio[m].max())
+  # Schulman's three estimators of KL(π ‖ π_ref), logged whatever the loss uses (unclamped).
+  metrics.update({"kl/k1": (-d)[m].mean(), "kl/k2": (0.5 * d * d)[m].mean(),
+                  "kl/k3": (np.exp(d) - d - 1)[m].mean()})
   return loss, metrics
 
 
-_BASE = dict(clip_eps_low=0.2, clip_eps_high=0.28, max_completion_length=T)
+_BASE = dict(clip_eps_low=0.2, clip_eps_high=0.28, max_completion_length=T, micro_batch_rows=2)
 # Each option varied on its own around DAPO-style defaults, and under every aggregation (16 programs).
 _VARIANTS = [dict(), dict(clip_eps_high=0.2), dict(dual_clip=3.0), dict(kl_coef=0.04, kl_estimator="k1"),
              dict(kl_coef=0.04, kl_estimator="k2"), dict(kl_coef=0.1, kl_estimator="k3"),
@@ -97,7 +106,7 @@ def test_loss_grad_metrics_match_numpy(c):
 @pytest.mark.parametrize("agg", losses.AGGREGATIONS)
 def test_micro_batch_accumulation_is_exact(agg):
   c = losses.PolicyLossConfig(kl_coef=0.05, aggregation=agg, max_completion_length=T,
-                              clip_eps_high=0.28)
+                              clip_eps_high=0.28, micro_batch_rows=2)
   logp, old, ref, adv, mask, ent = [jnp.asarray(v, jnp.float32) for v in _inputs(1)]
   s, d, m = losses.policy_loss(logp, old, adv, mask, c, ref_logp=ref, entropy=ent)
   parts = [losses.policy_loss(logp[i:i + 2], old[i:i + 2], adv[i:i + 2], mask[i:i + 2], c,
@@ -131,3 +140,38 @@ def test_config_errors():
     losses.PolicyLossConfig(kl_estimator="k4")
   with pytest.raises(ValueError, match="max_completion_length"):
     losses.PolicyLossConfig(aggregation="seq_sum_constant")
+  with pytest.raises(ValueError, match="micro_batch_rows"):
+    losses.PolicyLossConfig(aggregation="micro_token_mean")
+  c = losses.PolicyLossConfig(aggregation="micro_token_mean", micro_batch_rows=4)
+  logp, old, _, adv, mask, _ = [jnp.asarray(v, jnp.float32) for v in _inputs()]
+  with pytest.raises(ValueError, match="6 rows"):
+    losses.policy_loss(logp, old, adv, mask, c)
+
+
+def test_micro_token_mean_differs_from_the_batch_token_mean():
+  # Rows of very different lengths: TRL's per-micro-batch mean weighs a short row's tokens more.
+  logp, old, _, adv, mask, _ = [jnp.asarray(v, jnp.float32) for v in _inputs()]
+  results = {}
+  for agg in ("token_mean", "micro_token_mean"):
+    c = losses.PolicyLossConfig(aggregation=agg, micro_batch_rows=2)
+    s, d, _ = losses.policy_loss(logp, old, adv, mask, c)
+    results[agg] = float(s / d)
+  assert abs(results["token_mean"] - results["micro_token_mean"]) > 1e-3
+  # With one group of all rows it is the batch token mean.
+  c = losses.PolicyLossConfig(aggregation="micro_token_mean", micro_batch_rows=B)
+  s, d, _ = losses.policy_loss(logp, old, adv, mask, c)
+  np.testing.assert_allclose(float(s / d), results["token_mean"], rtol=1e-6)
+
+
+def test_kl_estimators_are_logged_whatever_the_loss_uses():
+  logp, old, ref, adv, mask, _ = [jnp.asarray(v, jnp.float32) for v in _inputs(3)]
+  got = {}
+  for est, coef in (("k1", 0.0), ("k2", 0.04), ("k3", 0.1)):
+    _, _, m = losses.policy_loss(logp, old, adv, mask, losses.PolicyLossConfig(
+        kl_coef=coef, kl_estimator=est, kl_clamp=0.01), ref_logp=ref)
+    got[est] = losses.reduce_metrics([m])
+  for k in ("kl/k1", "kl/k2", "kl/k3"):  # the same three numbers, unclamped, under every estimator
+    np.testing.assert_allclose([float(g[k]) for g in got.values()], float(got["k1"][k]), rtol=1e-6)
+  assert float(got["k3"]["kl/k3"]) > 0.01 >= float(got["k3"]["kl"])  # "kl" is the loss's, clamped
+  _, _, m = losses.policy_loss(logp, old, adv, mask, losses.PolicyLossConfig())
+  assert not any(k.startswith("kl") for k in m)  # no reference, no KL metrics

@@ -1,4 +1,5 @@
-"""The jitted update on a tiny model: finite-difference gradients, exact micro-batching, 8-device parity."""
+"""The jitted update on a tiny model: finite-difference gradients, exact micro-batching, 8-device parity,
+ARENA's log-prob temperature and per-micro-batch token means."""
 
 import dataclasses
 
@@ -11,6 +12,7 @@ from flax import nnx
 
 from grounding_jax import models
 from grounding_jax import parallel
+from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import logprobs
 from grounding_jax.rl import losses
 from grounding_jax.rl import update
@@ -310,3 +312,48 @@ def test_an_overflowing_learning_rate_is_stopped_before_parameters_turn_nonfinit
     assert all(np.isfinite(x).all() for x in _host(params))
   assert skipped[0] == 0 and skipped[-1] == 1
   assert max(np.abs(x).max() for x in _host(params)) > 1e5  # it did blow up before the guard caught it
+
+
+def _arena_like_config(**loss):
+  c = rl_config.default_config()
+  c.rollout.temperature = 0.9
+  c.update_loop.micro_batch_size = 4
+  c.loss.update(dict(kl_coef=0.04, kl_estimator="k2", **loss))
+  return c
+
+
+def test_logprob_temperature_option():
+  assert update.settings_from_config(_arena_like_config()).temperature == pytest.approx(0.9)
+  assert update.settings_from_config(_arena_like_config(logprob_temperature=1.0)).temperature == 1.0
+  with pytest.raises(ValueError, match="logprob_temperature"):
+    update.settings_from_config(_arena_like_config(logprob_temperature="raw"))
+  c = _arena_like_config(logprob_temperature=1.0)
+  c.update_loop.update(dict(num_iterations=2, old_logprobs="sampler"))
+  with pytest.raises(ValueError, match="old_logprobs='recompute'"):
+    update.settings_from_config(c)
+  with pytest.raises(ValueError, match="micro_batch_rows=3"):
+    update.settings_from_config(_arena_like_config(aggregation="micro_token_mean", micro_batch_rows=3))
+
+
+def test_arena_update_raw_logits_and_per_micro_batch_token_means(tiny):
+  # ARENA's authors (note 002 §3.6): log-probs of the raw logits while sampling at 0.9, and the loss
+  # of each group of rows its own token mean, the group losses averaged; re-derived here in numpy
+  # from the model's temperature-1 log-probs.
+  model = models.load_pretrained(tiny)
+  batch = {k: v for k, v in _batch(96, seed=4).items() if k != "old_logp"}  # on-policy: μ = 1
+  settings = update.settings_from_config(
+      _arena_like_config(logprob_temperature=1.0, aggregation="micro_token_mean", micro_batch_rows=2))
+  assert settings.on_policy and settings.temperature == 1.0 and settings.loss.micro_batch_rows == 2
+  lp, _ = logprobs.completion_logprobs(model, batch["prompt_ids"], batch["prompt_mask"],
+                                       batch["completion_ids"], batch["loss_mask"], temperature=1.0)
+  lp = np.asarray(lp, np.float64)
+  mask = batch["loss_mask"].astype(np.float64)
+  tok = -batch["advantages"][:, None] + 0.04 * 0.5 * (batch["ref_logp"] - lp) ** 2  # ratio ≡ 1
+  want = np.mean([(tok[i:i + 2] * mask[i:i + 2]).sum() / mask[i:i + 2].sum() for i in range(0, N, 2)])
+  for n_micro in (1, 2):  # the update donates the parameters: a fresh model each time
+    _, metrics = _grads(models.load_pretrained(tiny), batch, n_micro, settings=settings)
+    np.testing.assert_allclose(metrics["loss"], want, rtol=1e-5)
+  sampling = update.settings_from_config(
+      _arena_like_config(aggregation="micro_token_mean", micro_batch_rows=2))
+  _, metrics = _grads(models.load_pretrained(tiny), batch, 2, settings=sampling)
+  assert abs(float(metrics["loss"]) - want) > 1e-5  # T = 0.9 log-probs give another KL term

@@ -1,7 +1,8 @@
-"""Tests for grounding_jax/rewards/text.py against independent references.
+"""Tests for grounding_jax/text/metrics.py against independent references.
 
 References: rouge-score 0.1.2 itself, a direct transcription of the SQuAD v1.1 evaluation script,
-fuzzywuzzy scores tabulated in the Ground-GRPO note §3.3, and the worked examples in the notes.
+scores recorded from HotpotQA's official evaluation script, fuzzywuzzy scores tabulated in the
+Ground-GRPO note §3.3, and the worked examples in the notes.
 """
 
 import collections
@@ -11,10 +12,12 @@ import re
 import string
 
 import hypothesis
+import numpy as np
 import pytest
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
+from grounding_jax.eval import metrics as eval_metrics
 from grounding_jax.text import metrics as text
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -95,6 +98,35 @@ def test_em_f1_empty_answers_are_zero():
   assert text.exact_match("x", []) == 0.0
   assert text.token_f1("x", []) == 0.0
   assert text.token_f1("", [""]) == 0.0  # SQuAD v1.1: no common tokens -> 0
+
+
+def test_hotpot_f1_matches_the_official_script():
+  # Scores recorded by running hotpot_evaluate_v1.py (fixtures/README.md) on HotpotQA dev golds.
+  rows = json.loads((FIXTURES / "hotpot_official_scores.json").read_text())
+  for r in rows:
+    assert text.hotpot_f1(r["prediction"], [r["gold"]]) == pytest.approx(r["f1"]), r
+  got = eval_metrics.em_f1([r["prediction"] for r in rows], [[r["gold"]] for r in rows],
+                           normalizer="hotpot", scale=1.0)
+  np.testing.assert_allclose(got["em_per_example"], [r["em"] for r in rows])
+  np.testing.assert_allclose(got["f1_per_example"], [r["f1"] for r in rows])
+  # The rule is what differs from SQuAD: a closed answer is right or wrong, never half right.
+  squad = text.em_f1(["yes, it is", "no way"], [["yes"], ["no"]], scale=1.0)["f1_per_example"]
+  np.testing.assert_allclose(squad, [0.5, 2 / 3])
+  assert sum(r["f1"] != pytest.approx(squad_f1(r["prediction"], r["gold"])) for r in rows) >= 4
+
+
+CLOSED_TEXT = st.one_of(MIXED_TEXT, st.lists(st.sampled_from(
+    ["yes", "Yes.", "no", "NO", "noanswer", "no answer", "the", "it", "is", ","]), max_size=3).map(" ".join))
+
+
+@hypothesis.given(CLOSED_TEXT, st.lists(CLOSED_TEXT, min_size=1, max_size=3))
+@hypothesis.settings(max_examples=150, deadline=None)
+def test_hotpot_f1_is_squad_f1_away_from_closed_answers(pred, golds):
+  closed = {"yes", "no", "noanswer"}
+  want = max((0.0 if squad_normalize(pred) != squad_normalize(g) and
+              closed & {squad_normalize(pred), squad_normalize(g)} else squad_f1(pred, g))
+             for g in golds)
+  assert text.hotpot_f1(pred, golds) == pytest.approx(want)
 
 
 # --- ROUGE-L ------------------------------------------------------------------------------------
