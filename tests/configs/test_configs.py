@@ -40,6 +40,11 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg):
         with pytest.raises(ValueError, match="nli"):
           get_reward(fn.name, **options)
         continue
+      if fn.name.startswith("truthrl") and arg is None and path.stem == "truthrl":
+        # The paper's served judge: its URL must be given, and the reward names the flag.
+        with pytest.raises(ValueError, match=r"base_url=.*options\.judge\.base_url"):
+          get_reward(fn.name, **options)
+        continue
       assert callable(get_reward(fn.name, **options))
   if arg == "runlocal":
     assert c.model.path == "smollm2" and all(st.data.kind == "synthetic" for st in c.stages)
