@@ -66,3 +66,20 @@ def test_default_config_trains_through_the_launcher(tiny_smollm2_dir, tmp_path):
   assert any((workdir / "checkpoints").iterdir())
   record = json.loads((workdir / "config.json").read_text())  # the run record says which base model
   assert record["model"]["path"] == str(model_dir) and record["model"]["param_dtype"] == "float32"
+
+
+def test_truthrl_judge_presets():
+  from grounding_jax import judges  # pylint: disable=g-import-not-at-top
+  module = _load(ROOT / "configs" / "truthrl.py")
+  paper = module.get_config(None).reward.functions[0].options.judge
+  assert paper.kind == "openai" and paper.model == "meta-llama/Llama-3.3-70B-Instruct"
+  with pytest.raises(ValueError, match=r"needs path=.*options\.judge\.path"):
+    get_reward("truthrl", **dict(module.get_config("llm_judge").reward.functions[0].options))
+  local = module.get_config("runlocal,llm_judge")
+  fn = get_reward("truthrl", **dict(local.reward.functions[0].options))
+  assert isinstance(fn.judge, judges.LazyJudge) and fn.judge.spec["mesh"] == {"fsdp": -1}
+  assert local.reward.num_workers == 0 and fn.judge._judge is None  # nothing loaded yet
+  assert get_reward("truthrl", **dict(module.get_config("runlocal").reward.functions[0].options)
+                    ).exact_match_only
+  with pytest.raises(ValueError, match="unknown preset"):
+    module.get_config("runlocl")
