@@ -322,5 +322,20 @@ class TruthRL(base.Recipe):
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
 
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """TruthRL's SFT baseline target: `<think>…</think>` then `\\boxed{gold answer}`, or
+    `\\boxed{I don't know}` when the context lacks the answer or the question is out of the model's
+    knowledge (meta["ook"]: R-Tuning's relabelling). The paper says only "the ground-truth response"
+    (note §8); note §9 item 15 [DECISION] fixes this layout with an empty or short think. Ours cites
+    the documents that state the gold evidence, as the prompt numbers them (`Document [i]`)."""
+    self._check_style(style)
+    if not base.has_answer_in_context(example) or (example.meta or {}).get("ook") is True:
+      return ("<think>None of the documents states the answer to the question.</think>\n"
+              "\\boxed{I don't know}")
+    answer_ = base.gold_answer(self.name, example)
+    facts = " ".join(f"Document [{ids[0]}] states: {s}" if ids else s
+                     for ids, s in base.gold_support(example))
+    return f"<think>{facts} So the answer is {answer_}.</think>\n\\boxed{{{answer_}}}"
+
 
 RECIPES = {"truthrl": TruthRL()}
