@@ -109,7 +109,20 @@ def load_stage_examples(data: ml_collections.ConfigDict) -> list:
 
 
 def reward_functions(view: ml_collections.ConfigDict) -> RewardSpec:
-  """[(name, weight, RewardFn)] of a stage view's config.reward.functions."""
+  """[(name, weight, RewardFn)] of a stage view's config.reward.functions.
+
+  Raises:
+    ValueError: a judge spec puts a model on a mesh (`mesh=`) while rewards are scored in worker
+      processes: the judge must share the trainer process's devices (reward.num_workers=0).
+  """
+  for i, f in enumerate(view.reward.functions):
+    for key, value in dict(f.get("options", {})).items():
+      if (hasattr(value, "get") and value.get("kind") in ("llm", "nli") and value.get("mesh")
+          and view.reward.num_workers > 0):
+        raise ValueError(f"config.reward.functions[{i}].options.{key}.mesh={value.get('mesh')!r} "
+                         f"shards the judge over the trainer's devices, but reward.num_workers="
+                         f"{view.reward.num_workers} scores rewards in worker processes, which cannot "
+                         "share them; set --config.reward.num_workers=0 (or drop the judge's mesh)")
   return [(f.name, float(f.weight), recipes.get_reward(f.name, **dict(f.get("options", {}))))
           for f in view.reward.functions]
 

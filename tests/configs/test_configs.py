@@ -83,3 +83,8 @@ def test_truthrl_judge_presets():
                     ).exact_match_only
   with pytest.raises(ValueError, match="unknown preset"):
     module.get_config("runlocl")
+  # A judge sharded over the trainer's devices cannot be scored in worker processes.
+  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
+  local.reward.num_workers = 2
+  with pytest.raises(ValueError, match=r"functions\[0\]\.options\.judge\.mesh=.*num_workers=0"):
+    setup.reward_functions(local)
