@@ -117,9 +117,10 @@ def reward_functions(view: ml_collections.ConfigDict) -> RewardSpec:
   """
   for i, f in enumerate(view.reward.functions):
     for key, value in dict(f.get("options", {})).items():
-      if (hasattr(value, "get") and value.get("kind") in ("llm", "nli") and value.get("mesh")
-          and view.reward.num_workers > 0):
-        raise ValueError(f"config.reward.functions[{i}].options.{key}.mesh={value.get('mesh')!r} "
+      mesh = value.get("mesh") if hasattr(value, "get") else None
+      if mesh and value.get("kind") in ("llm", "nli") and view.reward.num_workers > 0:
+        mesh = mesh.to_dict() if hasattr(mesh, "to_dict") else mesh
+        raise ValueError(f"config.reward.functions[{i}].options.{key}.mesh={mesh!r} "
                          f"shards the judge over the trainer's devices, but reward.num_workers="
                          f"{view.reward.num_workers} scores rewards in worker processes, which cannot "
                          "share them; set --config.reward.num_workers=0 (or drop the judge's mesh)")
