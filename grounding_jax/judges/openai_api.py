@@ -19,7 +19,7 @@ only what failed; the judges' own verdict caches sit in front of this one.
 
 `stats` counts requests (HTTP attempts), retries, timeouts, http_errors, connection_errors, failures
 (requests that gave up), fast_failures and cache_hits. The backend pickles without its HTTP sessions
-and thread pool (a reward holding it can be sent to worker processes).
+and thread pool, and with an empty cache (a reward holding it can be sent to worker processes).
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ class OpenAIBackend:
 
   def _setup_runtime(self) -> None:
     self._lock = threading.Lock()
-    self._local = threading.local()  # one requests.Session per worker thread (Sessions are not
-    self._pool: concurrent.futures.ThreadPoolExecutor | None = None  # documented as thread-safe)
+    # One requests.Session per pool thread: Sessions are not documented as thread-safe.
+    self._local = threading.local()
+    self._pool: concurrent.futures.ThreadPoolExecutor | None = None
     self._failed_at: float | None = None
     self._last_error = ""
 
@@ -106,6 +107,7 @@ class OpenAIBackend:
     state = {k: v for k, v in vars(self).items()
              if k not in ("_lock", "_local", "_pool", "_failed_at", "_last_error")}
     state["stats"] = collections.Counter()
+    state["_cache"] = None if self._cache is None else {}  # a copy in a worker starts empty (and small)
     return state
 
   def __setstate__(self, state):
