@@ -155,6 +155,9 @@ def build(spec: Any, role: str = "correctness", *, mesh: jax.sharding.Mesh | Non
     if role != "nli":
       raise ValueError(f"judge kind='nli' ({path}) is an entailment classifier; a correctness judge "
                        "needs kind 'llm', 'openai' or 'exact_match'.")
+    if spec_mesh is not None:
+      raise ValueError(f"judge mesh={spec_mesh!r}: {path} is a transformers (torch) NLI classifier, "
+                       "which runs on the host; mesh applies to causal LM judges on our sampler")
     return nli_models.load_nli_judge(path, batch_size=batch_size, **spec)
   default_tokens = 8 if role == "nli" else 32  # a yes/no reply vs a JSON score
   backend = _sampler_backend(path, spec.pop("max_new_tokens", default_tokens), batch_size,
