@@ -1,21 +1,37 @@
-"""Orbax checkpoints of a training state: arrays (params, optimizer state, PRNG key) plus JSON metadata.
+"""Orbax checkpoints of a training state: arrays (params, optimizer state, PRNG key) plus JSON metadata,
+with a checksum of every array, written and verified here.
 
 A checkpoint is `<dir>/<step>/` written by an orbax CheckpointManager with two items:
   arrays  — every leaf of the state pytree, flattened to {"000000": leaf, ...} so that any pytree
             (nnx.State, optax states, key data) round-trips; restored into the caller's target structure
             with the target's shardings.
   meta    — JSON: step, stage, data-iterator position, the flattened leaf paths (to validate structure),
-            and anything else the trainer records.
+            each leaf's dtype and 64-bit checksum, and anything else the trainer records.
 Resuming restores all of it, so the run continues exactly where it stopped. The directory may be a
 bucket URI (gs://…): orbax writes through etils.epath (grounding_jax.paths).
+
+What can go wrong, and what happens:
+  - non-finite values in the state: `save` refuses to write (NonFiniteStateError) and keeps the earlier
+    checkpoints, so rotation (`max_to_keep`) only ever drops older finite checkpoints for a newer
+    finite one;
+  - bytes changed on disk (zstd frames carry no checksum: 64 flipped bytes restore as different
+    numbers without error) or an incomplete array file: `restore` raises CheckpointError in one line;
+    `restore_latest_intact` moves such a step aside (`<step>.corrupt`) and falls back to the newest
+    intact step, logging which;
+  - an unwritable directory: the Checkpointer fails when it is made and before each write, in
+    milliseconds, naming the path; writes are synchronous, so a failed write leaves no orbax
+    background thread waiting (asynchronous orbax blocks process exit for its 300 s barrier timeout).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, Mapping, Optional
+import re
+from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -34,6 +50,18 @@ def latest_step(directory: str | os.PathLike) -> Optional[int]:
   return max(steps) if steps else None
 
 
+class CheckpointError(ValueError):
+  """A checkpoint on disk is corrupt or incomplete (the message is one line naming its path)."""
+
+
+class CheckpointWriteError(OSError):
+  """Writing a checkpoint failed part-way (orbax's temporary directory is left, never a half step)."""
+
+
+class NonFiniteStateError(ValueError):
+  """`save` was given a state with NaN or inf values; nothing was written."""
+
+
 def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
   leaves_with_paths, _ = jax.tree_util.tree_flatten_with_path(tree)
   arrays = {f"{i:06d}": leaf for i, (_, leaf) in enumerate(leaves_with_paths)}
@@ -41,19 +69,106 @@ def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
   return arrays, paths
 
 
+def _as_words(x: jax.Array) -> jax.Array:
+  """The bits of `x` as a flat uint32 vector (one word per element; two per 64-bit element)."""
+  if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+    x = jax.random.key_data(x)
+  size = jnp.dtype(x.dtype).itemsize
+  if x.dtype == jnp.bool_:
+    x = x.astype(jnp.uint8)
+  if size == 4:
+    return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
+  if size == 8:  # bitcast to a narrower type appends a dimension of 2
+    return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
+  narrow = {2: jnp.uint16, 1: jnp.uint8}[size]
+  return jax.lax.bitcast_convert_type(x, narrow).reshape(-1).astype(jnp.uint32)
+
+
+def _digest_one(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(uint32[2] checksum, bool all-finite) of one array.
+
+  Two wrapping uint32 sums over the elements' bits: Σ u_i·(2i+1) and Σ fmix32(u_i ⊕ i·φ) (murmur3's
+  finaliser, a bijection). A changed element always changes both sums (odd weights; bijection), so
+  any one changed element is caught, and a random corruption goes unseen with probability ~2⁻⁶⁴.
+  Integer sums are exact in any order, so the value does not depend on the sharding that computes it.
+  """
+  u = _as_words(x)
+  i = jnp.arange(u.shape[0], dtype=jnp.uint32)
+  s1 = jnp.sum(u * (i * jnp.uint32(2) + jnp.uint32(1)), dtype=jnp.uint32)
+  h = u ^ (i * jnp.uint32(0x9E3779B9))
+  h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
+  h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
+  h = h ^ (h >> 16)
+  s2 = jnp.sum(h, dtype=jnp.uint32)
+  if jnp.issubdtype(x.dtype, jnp.inexact):
+    finite = jnp.all(jnp.isfinite(x))
+  else:
+    finite = jnp.bool_(True)
+  return jnp.stack([s1, s2]), finite
+
+
+@jax.jit
+def _digests(arrays: dict) -> dict:
+  return {k: _digest_one(v) for k, v in arrays.items()}
+
+
+def checksums(arrays: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, bool]]:
+  """({name: 16-hex-digit checksum}, {name: all values finite}) of a flat dict of arrays, computed
+  where the arrays live (sharded and multi-host arrays are not gathered): one jitted pass per set of
+  devices holding them (host numpy arrays count as one set)."""
+  groups: dict[Any, dict] = {}
+  for k, v in arrays.items():
+    devices = v.sharding.device_set if isinstance(v, jax.Array) else None
+    groups.setdefault(None if devices is None else frozenset(devices), {})[k] = v
+  out = {}
+  for group in groups.values():
+    out.update(jax.device_get(_digests(group)))
+  sums = {k: f"{int(d[0]):08x}{int(d[1]):08x}" for k, (d, _) in out.items()}
+  finite = {k: bool(f) for k, (_, f) in out.items()}
+  return sums, finite
+
+
+def _dtype_name(x) -> str:
+  return str(getattr(x, "dtype", None) or np.asarray(x).dtype)
+
+
+def _one_line(e: BaseException, limit: int = 240) -> str:
+  """The innermost cause's first line (TensorStore puts a ~60-line spec in its outer messages)."""
+  while e.__cause__ is not None or (e.__context__ is not None and not e.__suppress_context__):
+    e = e.__cause__ or e.__context__
+  lines = str(e).strip().splitlines() or [type(e).__name__]
+  text = lines[0]
+  return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 class Checkpointer:
   """Saves and restores training states under one directory.
 
   Args:
-    directory: checkpoint root (created on first save); a local path or a bucket URI (gs://…).
-    max_to_keep: keep only the newest this many checkpoints (None = all).
+    directory: checkpoint root (created now; it must be writable — checked now and before each save);
+      a local path or a bucket URI (gs://…).
+    max_to_keep: keep only the newest this many checkpoints (None = all). Only finite states are
+      written, so rotation never removes the newest finite checkpoint.
   """
 
   def __init__(self, directory: str | os.PathLike, *, max_to_keep: Optional[int] = 3):
     self.directory = paths.as_path(directory)
+    self._check_writable()
     self._manager = ocp.CheckpointManager(
         self.directory, item_names=_ITEMS,
-        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True))
+        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                             enable_async_checkpointing=False))
+
+  def _check_writable(self) -> None:
+    """Creates the directory and a probe file in it; raises PermissionError/OSError naming the path."""
+    probe = self.directory / f".write_probe.{jax.process_index()}.{os.getpid()}"
+    try:
+      self.directory.mkdir(parents=True, exist_ok=True)
+      probe.write_bytes(b"0")
+      probe.unlink()
+    except OSError as e:
+      raise type(e)(e.errno, f"checkpoint directory {self.directory} is not writable ({e.strerror}); "
+                    "fix its permissions or set config.workdir to a writable place") from e
 
   def latest_step(self) -> Optional[int]:
     """The newest complete checkpoint's step, or None if there is none."""
@@ -64,33 +179,61 @@ class Checkpointer:
     self._manager.reload()
     return sorted(self._manager.all_steps())
 
-  def save(self, step: int, state: Any, meta: Optional[Mapping[str, Any]] = None, *,
-           wait: bool = True) -> None:
-    """Writes `state` (a pytree of arrays) and `meta` (JSON-serialisable) as checkpoint `step`."""
+  def save(self, step: int, state: Any, meta: Optional[Mapping[str, Any]] = None) -> None:
+    """Writes `state` (a pytree of arrays) and `meta` (JSON-serialisable) as checkpoint `step`.
+
+    The write is synchronous and atomic (orbax writes a temporary directory, then renames it), so a
+    failure leaves the earlier checkpoints as they were.
+
+    Raises:
+      NonFiniteStateError: a floating-point leaf holds NaN or inf (names the leaves); nothing written.
+      PermissionError / OSError: the directory is not writable (names it); nothing written.
+      CheckpointWriteError: the write failed part-way; the earlier checkpoints are kept.
+    """
     arrays, paths = _flatten(state)
+    sums, finite = checksums(arrays)
+    bad = [p for p, k in zip(paths, arrays) if not finite[k]]
+    if bad:
+      kept = self.latest_step()
+      raise NonFiniteStateError(
+          f"not writing checkpoint {self.directory / str(step)}: non-finite values in {len(bad)} of "
+          f"{len(paths)} arrays, e.g. {bad[:3]}; the newest finite checkpoint "
+          f"{'(none)' if kept is None else self.directory / str(kept)} is kept")
     meta = dict(meta or {})
-    meta.update(step=int(step), leaf_paths=paths)
-    self._manager.save(int(step), args=ocp.args.Composite(
-        arrays=ocp.args.StandardSave(arrays), meta=ocp.args.JsonSave(meta)), force=True)
-    if wait:
+    meta.update(step=int(step), leaf_paths=paths, checksums=[sums[k] for k in arrays],
+                dtypes=[_dtype_name(v) for v in arrays.values()])
+    self._check_writable()
+    try:
+      self._manager.save(int(step), args=ocp.args.Composite(
+          arrays=ocp.args.StandardSave(arrays), meta=ocp.args.JsonSave(meta)), force=True)
       self._manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-except  (disk full, a vanished mount, ...)
+      raise CheckpointWriteError(f"writing checkpoint {self.directory / str(step)} failed "
+                                 f"({_one_line(e)}); the earlier checkpoints are kept") from e
 
   def read_meta(self, step: Optional[int] = None) -> dict:
-    """The JSON metadata of checkpoint `step` (default: latest), e.g. to build a matching target."""
+    """The JSON metadata of checkpoint `step` (default: latest), e.g. to build a matching target.
+
+    Raises:
+      FileNotFoundError: no checkpoint (or not that step).
+      CheckpointError: the metadata is unreadable (one line).
+    """
     self._manager.reload()
     steps = self._manager.all_steps()
     step = self._manager.latest_step() if step is None else step
     if step is None or step not in steps:
-      raise FileNotFoundError(f"no checkpoint {'' if step is None else f'for step {step} '}under "
-                              f"{self.directory} (found steps {sorted(steps)})")
+      raise FileNotFoundError(
+          f"no checkpoint {'' if step is None else f'for step {step} '}under {self.directory} "
+          f"(found steps {sorted(steps)}); check the path, or start without resuming")
     try:
       return self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-    except Exception as e:  # pylint: disable=broad-except
-      raise ValueError(f"checkpoint {self.directory / str(step)} is corrupt or incomplete (metadata "
-                       f"unreadable: {e}); delete it to fall back to an earlier step") from e
+    except Exception as e:  # pylint: disable=broad-except  (orbax raises many types for bad files)
+      raise CheckpointError(f"checkpoint {self.directory / str(step)} is corrupt or incomplete "
+                            f"(metadata unreadable: {_one_line(e)})") from e
 
   def restore(self, target: Any, step: Optional[int] = None) -> tuple[Any, dict]:
-    """Restores checkpoint `step` (default: latest) into the structure, dtypes and shardings of `target`.
+    """Restores checkpoint `step` (default: latest) into the structure, dtypes and shardings of `target`,
+    and verifies every array against the checksum written with it.
 
     Args:
       target: a pytree like the saved state (concrete arrays or jax.ShapeDtypeStruct with .sharding).
@@ -99,22 +242,13 @@ class Checkpointer:
       (state, meta).
     Raises:
       FileNotFoundError: no checkpoint (or not that step) under the directory.
-      ValueError: the checkpoint is unreadable or does not match `target`'s structure.
+      CheckpointError: the checkpoint is unreadable, fails its checksums or holds non-finite values
+        (a one-line message naming the step's path).
+      ValueError: the checkpoint does not match `target`'s structure (another config wrote it).
     """
-    self._manager.reload()
-    steps = self._manager.all_steps()
-    if step is None:
-      step = self._manager.latest_step()
-    if step is None or step not in steps:
-      raise FileNotFoundError(
-          f"no checkpoint {'' if step is None else f'for step {step} '}under {self.directory} "
-          f"(found steps {sorted(steps)}); check the path, or start without resuming")
+    meta = self.read_meta(step)
+    step = int(meta["step"]) if step is None else step
     where = self.directory / str(step)
-    try:
-      meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-    except Exception as e:  # orbax raises many types for truncated/garbled files
-      raise ValueError(f"checkpoint {where} is corrupt or incomplete (metadata unreadable: {e}); "
-                       f"delete it to fall back to an earlier step") from e
     leaves, treedef = jax.tree_util.tree_flatten(target)
     _, paths = _flatten(target)
     if meta.get("leaf_paths") != paths:
@@ -131,11 +265,85 @@ class Checkpointer:
     try:
       restored = self._manager.restore(step, args=ocp.args.Composite(
           arrays=ocp.args.StandardRestore(abstract_arrays)))["arrays"]
-    except Exception as e:
-      raise ValueError(f"checkpoint {where} is corrupt or incomplete (arrays unreadable: {e}); "
-                       f"delete it to fall back to an earlier step") from e
+    except Exception as e:  # pylint: disable=broad-except
+      line = _one_line(e)
+      named = re.search(r"\b(\d{6})/", line)  # TensorStore names the flat key; say which leaf it is
+      if named and int(named.group(1)) < len(paths):
+        line += f" — array {named.group(1)} is {paths[int(named.group(1))]}"
+      raise CheckpointError(f"checkpoint {where} is corrupt or incomplete (arrays unreadable: "
+                            f"{line})") from e
+    self._verify(where, meta, restored, abstract_arrays, paths)
     state = jax.tree_util.tree_unflatten(treedef, [restored[f"{i:06d}"] for i in range(len(leaves))])
     return state, meta
+
+  def _verify(self, where, meta, restored, abstract_arrays, paths) -> None:
+    """Raises CheckpointError when a restored array's checksum differs from the saved one or a value
+    is non-finite. Leaves restored into another dtype than they were saved in are not compared."""
+    sums, finite = checksums(restored)
+    saved, dtypes = meta.get("checksums"), meta.get("dtypes")
+    if saved is None:
+      logging.warning("checkpoint %s was written without checksums; restoring it unverified", where)
+    wrong = [p for i, (k, p) in enumerate(zip(restored, paths))
+             if saved is not None and dtypes[i] == _dtype_name(abstract_arrays[k])
+             and saved[i] != sums[k]]
+    if wrong:
+      raise CheckpointError(f"checkpoint {where} is corrupt: {len(wrong)} of {len(paths)} arrays "
+                            f"differ from their saved checksums, e.g. {wrong[0]}")
+    nonfinite = [p for k, p in zip(restored, paths) if not finite[k]]
+    if nonfinite:
+      raise CheckpointError(f"checkpoint {where} holds non-finite values in {len(nonfinite)} arrays, "
+                            f"e.g. {nonfinite[0]}")
+
+  def restore_latest_intact(self, target: Union[Any, Callable[[dict], Any]]
+                            ) -> Optional[tuple[Any, dict, int]]:
+    """Restores the newest checkpoint that reads back intact; what a resuming trainer calls.
+
+    Steps are tried newest first. A corrupt or incomplete step is reported in one warning line and
+    moved aside to `<dir>/<step>.corrupt` (kept for inspection; the step number is free again for
+    the resumed run to write), and the next older step is tried; the step restored from is logged.
+
+    Args:
+      target: the restore target as in `restore`, or a function meta -> target (when the target's
+        structure depends on what was saved, e.g. the stage's optimizer).
+    Returns:
+      (state, meta, step), or None when the directory holds no checkpoint.
+    Raises:
+      CheckpointError: checkpoints exist but none is intact (lists each one's problem).
+      ValueError: an intact checkpoint does not match the target's structure.
+    """
+    steps = sorted(self.all_steps(), reverse=True)
+    if not steps:
+      return None
+    problems = []
+    for step in steps:
+      try:
+        meta = self.read_meta(step)
+        state, meta = self.restore(target(meta) if callable(target) else target, step)
+      except CheckpointError as e:
+        problems.append(str(e))
+        moved = self._move_aside(step)
+        logging.warning("%s; moved to %s, trying an earlier step", e, moved)
+        continue
+      if problems:
+        logging.warning("resuming from step %d, the newest intact checkpoint under %s",
+                        step, self.directory)
+      return state, meta, step
+    raise CheckpointError(f"no intact checkpoint under {self.directory}: " + " | ".join(problems))
+
+  def _move_aside(self, step: int):
+    src = self.directory / str(step)
+    dst = self.directory / f"{step}.corrupt"
+    n = 1
+    while dst.exists():
+      n += 1
+      dst = self.directory / f"{step}.corrupt{n}"
+    if jax.process_index() == 0:
+      src.rename(dst)
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      multihost_utils.sync_global_devices(f"checkpoint_move_aside_{step}")
+    self._manager.reload()
+    return dst
 
   def close(self) -> None:
     self._manager.wait_until_finished()

@@ -28,6 +28,14 @@ class MetricsWriter:
   Files: `<logdir>/metrics.jsonl` (one JSON object per line: {"step": s, name: value, ...}) and
   TensorBoard event files in `<logdir>/tb/`. The console shows a tqdm bar whose postfix holds
   `console_keys`.
+
+  A resumed run replays the steps after its checkpoint, and its rows replace the earlier run's: the
+  first write of a step the file already holds drops that step's row and every later one (they belong
+  to the trajectory the resumed run re-computes), once, with an atomic rewrite; later writes append.
+  A row torn by a kill mid-write is dropped when the file is opened. TensorBoard event files cannot be
+  edited in place, so the replay starts a new event file with `purge_step` = the replayed step:
+  TensorBoard then hides the earlier events at that step and after (a SessionLog START event, which
+  its loader treats as a restart), and shows the replayed values.
   """
 
   def __init__(self, logdir: str | os.PathLike, *, total_steps: Optional[int] = None,
@@ -37,22 +45,24 @@ class MetricsWriter:
     self.logdir = paths.as_path(logdir)
     self.active = jax.process_index() == 0
     self._console_keys = tuple(console_keys)
-    self._tb = None
+    self._tb, self._tb_opened = None, False
     self._bar = None
     self._jsonl = None
-    self._bucket_text = None   # on a bucket: the whole metrics.jsonl, rewritten on flush
+    self._bucket_lines: list[str] | None = None  # on a bucket: the whole file, rewritten on flush
     self._bucket_flush_seconds = bucket_flush_seconds
     self._last_upload = 0.0
     if not self.active:
       return
     self.logdir.mkdir(parents=True, exist_ok=True)
-    jsonl = self.logdir / "metrics.jsonl"
+    self._path = self.logdir / "metrics.jsonl"
+    lines = self._existing_rows()
+    self._last_step = int(json.loads(lines[-1])["step"]) if lines else None
     if paths.is_local(self.logdir):
-      self._jsonl = jsonl.open("a", encoding="utf-8")
+      self._rewrite(lines)  # drops a torn last row and terminates the last line
+      self._jsonl = open(self._path, "a", encoding="utf-8")
     else:  # a resumed run keeps the rows already there
-      self._bucket_text = jsonl.read_text(encoding="utf-8") if jsonl.exists() else ""
+      self._bucket_lines = lines
       self._last_upload = time.monotonic()
-    self._tb = _tensorboard_writer(self.logdir / "tb")
     if console:
       import tqdm  # pylint: disable=g-import-not-at-top
       self._bar = tqdm.tqdm(total=total_steps, initial=initial_step, unit="step", dynamic_ncols=True)
@@ -61,18 +71,27 @@ class MetricsWriter:
     """Records `metrics` (name -> scalar) at `step`. Non-finite values are kept (as null in JSONL)."""
     if not self.active:
       return
-    row = {"step": int(step)}
+    step = int(step)
+    replay = self._last_step is not None and step <= self._last_step
+    if replay:
+      self._keep_rows_before(step)
+    if not self._tb_opened:
+      self._tb = _tensorboard_writer(self.logdir / "tb", purge_step=step if replay else None,
+                                     filename_suffix=f".{os.getpid()}.{step}")
+      self._tb_opened = True
+    self._last_step = step
+    row = {"step": step}
     for name, value in metrics.items():
       v = float(np.asarray(value))
       row[name] = v if math.isfinite(v) else None
       if self._tb is not None:
-        self._tb.add_scalar(name, v, global_step=int(step))
+        self._tb.add_scalar(name, v, global_step=step)
     line = json.dumps(row) + "\n"
     if self._jsonl is not None:
       self._jsonl.write(line)
       self._jsonl.flush()
     else:
-      self._bucket_text += line
+      self._bucket_lines.append(line)
       if time.monotonic() - self._last_upload >= self._bucket_flush_seconds:
         self._upload()
     if self._bar is not None:
@@ -81,8 +100,35 @@ class MetricsWriter:
                for k in self._console_keys if row.get(k) is not None}
       self._bar.set_postfix(shown, refresh=True)
 
+  def _existing_rows(self) -> list[str]:
+    """The rows already in metrics.jsonl, each ending in a newline; a torn last row (a kill mid-write:
+    that step is replayed after the checkpoint) is dropped."""
+    if not self._path.exists():
+      return []
+    lines = [line for line in self._path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if lines:
+      try:
+        json.loads(lines[-1])
+      except json.JSONDecodeError:
+        lines = lines[:-1]
+    return [line + "\n" for line in lines]
+
+  def _keep_rows_before(self, step: int) -> None:
+    if self._jsonl is None:
+      self._bucket_lines = [line for line in self._bucket_lines if json.loads(line)["step"] < step]
+      return
+    self._jsonl.close()
+    self._rewrite([line for line in self._existing_rows() if json.loads(line)["step"] < step])
+    self._jsonl = open(self._path, "a", encoding="utf-8")
+
+  def _rewrite(self, lines: Sequence[str]) -> None:
+    tmp = f"{self._path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.writelines(lines)
+    os.replace(tmp, str(self._path))  # atomic: a kill now leaves the old or the new file, never half
+
   def _upload(self) -> None:
-    (self.logdir / "metrics.jsonl").write_text(self._bucket_text, encoding="utf-8")
+    self._path.write_text("".join(self._bucket_lines), encoding="utf-8")
     self._last_upload = time.monotonic()
 
   def flush(self) -> None:
@@ -109,16 +155,18 @@ class MetricsWriter:
     self.active = False
 
 
-def _tensorboard_writer(logdir):
-  """A tensorboardX SummaryWriter for `logdir`, or None (with a warning) where it cannot write."""
-  import tensorboardX  # pylint: disable=g-import-not-at-top
+def _tensorboard_writer(logdir, **options):
+  """A tensorboardX SummaryWriter for `logdir`, or None (with a warning) where it cannot write.
+  Event files are named by the second they open in; callers pass a `filename_suffix` so that a writer
+  opened in the same second (a resume in the same process) does not truncate the earlier file."""
+  import tensorboardX  # pylint: disable=g-import-not-at-top  (optional at import time)
   where = paths.scheme(logdir)
   if where not in ("", "gs", "s3"):  # tensorboardX would treat "az://…" as a local folder name
     logging.warning("MetricsWriter: tensorboardX cannot write to %s; no TensorBoard events "
                     "(metrics.jsonl has every value)", logdir)
     return None
   try:
-    return tensorboardX.SummaryWriter(str(logdir))
+    return tensorboardX.SummaryWriter(str(logdir), **options)
   except ImportError as e:  # gs:// needs google-cloud-storage, s3:// boto3
     logging.warning("MetricsWriter: no TensorBoard events under %s (%s; `pip install "
                     "grounding_jax[gcs]` for gs://); metrics.jsonl has every value", logdir, e)
@@ -129,6 +177,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
   """The rows written by MetricsWriter, in order (a local path or a bucket URI)."""
   text = paths.as_path(path).read_text(encoding="utf-8")
   return [json.loads(line) for line in text.splitlines() if line.strip()]
+
 
 
 # JAX's compile-phase events (jax/_src/dispatch.py): tracing to a jaxpr, lowering to MLIR, and XLA's

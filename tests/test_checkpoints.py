@@ -1,4 +1,11 @@
-"""Checkpoints round-trip params, optimizer state, PRNG key and metadata; bad paths fail clearly."""
+"""Checkpoints round-trip params, optimizer state, PRNG key and metadata; bad paths fail clearly;
+damaged steps are detected by checksum and skipped; non-finite states and unwritable directories are
+refused before anything is written."""
+
+import os
+import shutil
+import subprocess
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -79,3 +86,126 @@ def test_latest_step_reads_without_creating(tmp_path):
   ck.save(5, _state(5))
   assert checkpoints.latest_step(tmp_path / "ck") == ck.latest_step() == 5
   ck.close()
+
+
+# ---------------------------------------------------------------- integrity (issue 18)
+
+
+def _largest_array_file(step_dir):
+  files = [p for p in (step_dir / "arrays").rglob("*") if p.is_file()]
+  return max(files, key=lambda p: p.stat().st_size)
+
+
+def _big_state(seed):
+  k = jax.random.key(seed)
+  return {"params": {"w": jax.random.normal(k, (128, 128)), "b": jnp.arange(8.0)},
+          "rng": np.asarray(jax.random.key_data(k))}
+
+
+def _flip_bytes(path, n=64):
+  data = bytearray(path.read_bytes())
+  mid = len(data) // 2
+  for i in range(n):
+    data[mid + i] ^= 0xFF
+  path.write_bytes(bytes(data))
+
+
+def _truncate(path):
+  path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damage", [_flip_bytes, _truncate], ids=["flipped_bytes", "truncated"])
+def test_damaged_newest_step_falls_back_to_the_previous_one(tmp_path, caplog, damage):
+  ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=3)
+  ck.save(1, _big_state(1), {"stage": 0})
+  ck.save(2, _big_state(2), {"stage": 0})
+  damage(_largest_array_file(tmp_path / "ck" / "2"))
+  with pytest.raises(checkpoints.CheckpointError) as info:
+    ck.restore(_big_state(0))
+  assert str(info.value).count("\n") == 0 and str(tmp_path / "ck" / "2") in str(info.value)
+  caplog.set_level("WARNING")
+  seen = []
+  state, meta, step = ck.restore_latest_intact(lambda m: seen.append(m["step"]) or _big_state(0))
+  assert step == 1 and meta["step"] == 1 and seen == [2, 1]
+  for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(_big_state(1))):
+    np.testing.assert_array_equal(a, b)
+  warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert len(warnings) == 2 and all("\n" not in w for w in warnings)
+  assert "ck/2 is corrupt" in warnings[0] and "2.corrupt" in warnings[0]
+  assert "resuming from step 1" in warnings[1]
+  # The damaged step is kept aside for inspection; the resumed run can write step 2 again.
+  assert (tmp_path / "ck" / "2.corrupt").is_dir() and ck.all_steps() == [1]
+  ck.save(2, _big_state(2))
+  assert ck.restore_latest_intact(_big_state(0))[2] == 2
+
+
+def test_no_checkpoint_and_no_intact_checkpoint(tmp_path):
+  ck = checkpoints.Checkpointer(tmp_path / "ck")
+  assert ck.restore_latest_intact(_big_state(0)) is None
+  ck.save(1, _big_state(1))
+  _flip_bytes(_largest_array_file(tmp_path / "ck" / "1"))
+  with pytest.raises(checkpoints.CheckpointError, match="no intact checkpoint.*ck/1 is corrupt"):
+    ck.restore_latest_intact(_big_state(0))
+
+
+def test_non_finite_state_is_never_written_and_rotation_keeps_the_finite_ones(tmp_path):
+  ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=2)
+  ck.save(1, _big_state(1))
+  ck.save(2, _big_state(2))
+  bad = _big_state(3)
+  bad["params"]["b"] = bad["params"]["b"].at[3].set(jnp.nan)
+  with pytest.raises(checkpoints.NonFiniteStateError, match=r"\['params'\]\['b'\].*ck/2 is kept"):
+    ck.save(3, bad)
+  bad["params"]["b"] = bad["params"]["b"].at[3].set(jnp.inf)
+  with pytest.raises(checkpoints.NonFiniteStateError):
+    ck.save(4, bad)
+  assert ck.all_steps() == [1, 2]
+  assert ck.restore_latest_intact(_big_state(0))[2] == 2
+
+
+def _read_only(path):
+  """Makes `path` unwritable, also for root (chattr +i); returns the undo function."""
+  if os.geteuid() != 0:
+    path.chmod(0o555)
+    return lambda: path.chmod(0o755)
+  if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)]).returncode:
+    pytest.skip("running as root on a file system without chattr +i: cannot make a directory read-only")
+  return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_read_only_directory_fails_at_once_and_keeps_the_previous_checkpoint(tmp_path):
+  ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=1)
+  ck.save(1, _big_state(1))
+  undo = _read_only(tmp_path / "ck")
+  threads_before = set(threading.enumerate())
+  try:
+    with pytest.raises(PermissionError, match=f"{tmp_path / 'ck'} is not writable"):
+      ck.save(2, _big_state(2))
+    with pytest.raises(PermissionError, match="not writable"):  # and a new run says so before a step
+      checkpoints.Checkpointer(tmp_path / "ck")
+  finally:
+    undo()
+  # Nothing is left waiting (asynchronous orbax kept a thread on a 300 s barrier that blocked exit).
+  assert not [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+  assert ck.all_steps() == [1]
+  np.testing.assert_array_equal(ck.restore(_big_state(0))[0]["params"]["w"], _big_state(1)["params"]["w"])
+
+
+def test_checksum_catches_one_changed_element_and_ignores_sharding():
+  from grounding_jax import parallel
+  x = {"f32": jax.random.normal(jax.random.key(0), (64, 32)),
+       "bf16": jnp.linspace(-2, 2, 48, dtype=jnp.bfloat16), "bool": jnp.arange(10) % 3 == 0,
+       "u32": jax.random.key_data(jax.random.key(1)), "scalar": jnp.int32(7)}
+  sums, finite = checkpoints.checksums(x)
+  assert all(finite.values()) and len(set(sums.values())) == len(sums)
+  for name, changed in (("f32", x["f32"].at[5, 7].set(np.nextafter(x["f32"][5, 7], 9.0))),
+                        ("bf16", x["bf16"].at[0].set(-x["bf16"][0])), ("bool", ~x["bool"]),
+                        ("u32", x["u32"] ^ 1), ("scalar", jnp.int32(8))):
+    assert checkpoints.checksums({**x, name: changed})[0][name] != sums[name], name
+  # Two elements swapped: the sums weight elements by position.
+  swapped = x["f32"].at[0, 0].set(x["f32"][0, 1]).at[0, 1].set(x["f32"][0, 0])
+  assert checkpoints.checksums({"f32": swapped})[0]["f32"] != sums["f32"]
+  mesh = parallel.make_mesh({"data": 2, "fsdp": 4})
+  sharded = jax.device_put(x["f32"], jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data", "fsdp")))
+  assert checkpoints.checksums({"f32": sharded})[0]["f32"] == sums["f32"]
+  assert checkpoints.checksums({"f": jnp.array([1.0, jnp.nan])})[1] == {"f": False}

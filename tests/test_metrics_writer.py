@@ -46,3 +46,50 @@ def test_resumed_writer_appends(tmp_path):
   w.close()
   rows = metrics_writer.read_jsonl(str(tmp_path / "logs" / "metrics.jsonl"))
   assert rows == [{"step": 1, "reward/mean": 0.1}, {"step": 2, "reward/mean": 0.2, "eval/em": 0.5}]
+
+
+def _tb_events(path):
+  with open(path, "rb") as f:
+    data = f.read()
+  pos, out = 0, []
+  while pos < len(data):
+    n = int.from_bytes(data[pos:pos + 8], "little")
+    out.append(event_pb2.Event.FromString(data[pos + 12:pos + 12 + n]))
+    pos += 16 + n
+  return out
+
+
+def test_a_resumed_run_replaces_the_replayed_rows(tmp_path):
+  w = metrics_writer.MetricsWriter(tmp_path, console=False)
+  for s in (1, 2, 3):
+    w.write(s, {"loss": float(s)})
+  w.close()
+  with open(tmp_path / "metrics.jsonl", "a", encoding="utf-8") as f:
+    f.write('{"step": 4, "lo')  # killed mid-write
+  # Resumed from the step-2 checkpoint: steps 3 and 4 are computed again.
+  w = metrics_writer.MetricsWriter(tmp_path, initial_step=2, console=False)
+  w.write(3, {"loss": 30.0})
+  w.write(4, {"loss": 40.0})
+  w.close()
+  rows = metrics_writer.read_jsonl(tmp_path / "metrics.jsonl")
+  assert rows == [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 2.0}, {"step": 3, "loss": 30.0},
+                  {"step": 4, "loss": 40.0}]
+  # TensorBoard: the resumed run's event file opens with a restart at step 3, which makes
+  # TensorBoard hide the earlier run's events from step 3 on; the replayed values follow it.
+  files = sorted(glob.glob(str(tmp_path / "tb" / "events.*")))
+  assert len(files) == 2
+  events = _tb_events(files[1])
+  starts = [e.step for e in events if e.HasField("session_log")
+            and e.session_log.status == event_pb2.SessionLog.START]
+  assert starts == [3]
+  assert [(v.tag, e.step, v.simple_value) for e in events for v in e.summary.value] == [
+      ("loss", 3, 30.0), ("loss", 4, 40.0)]
+  assert not any(e.HasField("session_log") for e in _tb_events(files[0]))  # a fresh run: no purge
+
+
+def test_an_unterminated_last_row_is_kept_and_ended(tmp_path):
+  (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}')
+  w = metrics_writer.MetricsWriter(tmp_path, console=False)
+  w.write(2, {"loss": 2.0})
+  w.close()
+  assert [r["step"] for r in metrics_writer.read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2]

@@ -11,7 +11,7 @@ import os
 from typing import Iterable, Iterator, Sequence
 
 from grounding_jax.data.schema import DataError, Example, example_from_dict, example_to_dict
-from grounding_jax.data.readers.jsonio import open_text
+from grounding_jax.data.readers.jsonio import empty_file_error, open_text, utf8_errors_located
 
 PROMPT_KEY = "prompt"  # optional rendered prompt stored next to an example (build_data --with_prompts)
 
@@ -40,7 +40,12 @@ def write_examples(path: str | os.PathLike, examples: Iterable[Example], *,
 
 
 def read_examples(path: str | os.PathLike, *, limit: int | None = None) -> Iterator[Example]:
-  """Streams validated `Example`s from a JSONL file (plain, .gz or .bz2); blank lines are skipped."""
+  """Streams validated `Example`s from a JSONL file (plain, .gz or .bz2); blank lines are skipped.
+
+  Raises:
+    DataError: a bad row (file:line:field), bytes that are not UTF-8 (file:line:column), or a file
+      with no examples (naming it).
+  """
   yield from (ex for ex, _ in read_examples_with_prompts(path, limit=limit))
 
 
@@ -48,7 +53,7 @@ def read_examples_with_prompts(path: str | os.PathLike, *, limit: int | None = N
                                ) -> Iterator[tuple[Example, str | None]]:
   """Like `read_examples`, but yields `(example, prompt_or_None)` pairs."""
   n = 0
-  with open_text(path) as f:
+  with open_text(path) as f, utf8_errors_located(path):
     for line_no, line in enumerate(f, start=1):
       if limit is not None and n >= limit:
         return
@@ -62,3 +67,5 @@ def read_examples_with_prompts(path: str | os.PathLike, *, limit: int | None = N
       prompt = row.get(PROMPT_KEY) if isinstance(row, dict) else None
       yield example_from_dict(row, source=source, ignore_keys=(PROMPT_KEY,)), prompt
       n += 1
+  if n == 0 and limit != 0:
+    raise empty_file_error(path)

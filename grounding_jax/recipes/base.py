@@ -340,6 +340,12 @@ class Recipe(abc.ABC):
                        f"{list(styles)}")
 
   # --- rollouts
+  def check_rollout_options(self, options: Mapping[str, Any]) -> None:
+    """Raises ValueError naming rollout options (config.rollout.options) this recipe does not take."""
+    if options:
+      raise ValueError(f"recipe {self.name!r} takes no rollout options (config.rollout.options); "
+                       f"got {sorted(options)}")
+
   def rollout(self, model, tokenizer, examples: Sequence[Example], prompt_fn: Callable[[Example], str],
               settings: rollout_lib.SamplingSettings, *, seed, mesh=None,
               options: Mapping[str, Any] | None = None) -> rollout_lib.RolloutRound:
@@ -348,8 +354,7 @@ class Recipe(abc.ABC):
     `options` are the recipe's rollout options from `config.rollout.options` (none here).
     Returns the trained sequences, the texts the reward scores and the reward's extra inputs.
     """
-    if options:
-      raise ValueError(f"recipe {self.name!r} takes no rollout options; got {sorted(options)}")
+    self.check_rollout_options(options or {})
     ro = rollout_lib.sample(model, tokenizer, examples, prompt_fn, settings, seed=seed, mesh=mesh)
     return rollout_lib.RolloutRound(rollout=ro, completions=list(ro.texts), extras={})
 

@@ -313,6 +313,9 @@ class Lear(base.Recipe):
     return (f"<reason>The question asks: {example.question} {steps} So the answer is {answer_}."
             f"</reason><extract>{' '.join(s for _, s in support)}</extract>")
 
+  def check_rollout_options(self, options: Mapping[str, Any]) -> None:
+    lear_rollout.LearOptions.from_config(options)  # unknown fields and bad values raise, named
+
   def rollout(self, model, tokenizer, examples, prompt_fn, settings, *, seed, mesh=None,
               options: Mapping[str, Any] | None = None) -> lear_rollout.LearSample:
     """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (lear_rollout);

@@ -78,7 +78,10 @@ def default_config() -> ml_collections.ConfigDict:
       functions=[ml_collections.ConfigDict(dict(name="naive", weight=1.0, options={}))],
       num_workers=2,              # process pool size; 0 = score in the trainer process (no timeout)
       timeout_seconds=300.0,      # per rollout batch; a hanging reward never hangs the loop
-      on_error="zero",            # failing/hanging rows: "zero" reward | "skip" their groups | "raise"
+      # Rows whose reward raises, hangs or is NaN/inf: "min" scores them at the reward's floor (from
+      # each function's reward_range), so a failure never outranks a wrong answer | "skip" drops
+      # their groups | "raise" stops the run.
+      on_error="min",
   ))
 
   c.advantage = ml_collections.ConfigDict(dict(
@@ -130,6 +133,21 @@ def default_config() -> ml_collections.ConfigDict:
   c.optimizer = optim.default_optimizer_config()
 
   c.stages = [stage("grpo", num_steps=10)]
+
+  # Run health. The update skips any step whose advantages, loss, gradient or updated parameters are
+  # not finite (rl/update.py, metrics nonfinite/*); the trainer stops the run after
+  # `max_consecutive_nonfinite` such steps in a row. The monitors are logged every step and a warning
+  # names the one that crosses its bound (None = no bound). Validated by rl/config_checks.py; the
+  # trainer's stop and warnings arrive with its health checks (until then these have no effect).
+  c.health = ml_collections.ConfigDict(dict(
+      max_consecutive_nonfinite=3,  # 0 = never stop (every such step is still skipped and logged)
+      entropy_min=0.01,             # nats per token: below it the policy has collapsed
+      kl_max=1.0,                   # per-token KL(π ‖ π_ref) (k3), when kl_coef > 0
+      clip_frac_max=0.2,            # share of tokens the ratio clip held back (PPO rule of thumb)
+      logprob_gap_mean_max=0.1,     # mean |log π_sampler − log π_trainer| of the same tokens
+      logprob_gap_peak_max=5.0,     # its largest value over the step's tokens
+      param_norm_ratio_max=2.0,     # ‖θ‖ / ‖θ at the stage's start‖: a runaway learning rate
+  ))
 
   c.checkpoint = ml_collections.ConfigDict(dict(every_steps=50, max_to_keep=3, resume=True))
   c.logging = ml_collections.ConfigDict(dict(console=True))  # tqdm bar on the console

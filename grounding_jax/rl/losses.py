@@ -166,8 +166,9 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
 
 def reduce_metrics(metric_sums: Sequence[dict], xp=jnp) -> dict:
   """One value per metric from several (sum, count) dicts (micro-batches of policy_loss, or mini-batch
-  means as (mean, 1)): ratio_min / ratio_max stay extremes; every other metric is Σ sum / Σ count.
-  `xp` is jax.numpy inside jit, numpy for host values."""
+  means as (mean, 1)): ratio_min / ratio_max stay extremes; a step's count of skipped non-finite
+  updates adds up, and the first non-finite quantity is the first one reported; every other metric
+  is Σ sum / Σ count. `xp` is jax.numpy inside jit, numpy for host values."""
   out = {}
   for k in metric_sums[0]:
     sums = xp.stack([xp.asarray(m[k][0]) for m in metric_sums])
@@ -175,6 +176,10 @@ def reduce_metrics(metric_sums: Sequence[dict], xp=jnp) -> dict:
       out[k] = xp.min(sums)
     elif k == "ratio_max":
       out[k] = xp.max(sums)
+    elif k == "nonfinite/skipped":
+      out[k] = xp.sum(sums)
+    elif k == "nonfinite/first":
+      out[k] = sums[xp.argmax(sums != 0)]  # 0 when every update was finite
     else:
       counts = xp.stack([xp.asarray(m[k][1]) for m in metric_sums])
       out[k] = xp.sum(sums) / xp.maximum(xp.sum(counts), 1e-8)

@@ -3,13 +3,19 @@
 Rows are scored in chunks (one chunk per worker task). A chunk that raises is re-scored row by row in
 the worker so the report names the failing example ids. A chunk still running when the batch timeout
 expires is abandoned: the pool is terminated and re-created, and its rows count as failed.
-What happens to failed rows is the caller's choice (`on_error`): "zero" reward, "skip" (the caller drops
-their groups), or "raise".
+A row whose total reward is NaN or inf counts as failed too. What happens to failed rows
+(`on_error`) never rewards the failure:
+  "min"   — score them at the reward's minimum (`reward_floor`): a judge timeout ranks with the worst
+            answer, never above a wrong one (TruthRL's floor is −1; a 0 would earn a positive advantage);
+  "skip"  — the caller drops their groups (the trainer masks them out of the loss);
+  "raise" — stop with the failing example ids.
+There is no "zero": it equals "min" for rewards whose floor is 0 and rewards failure for the others.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import multiprocessing
 import time
 import traceback
@@ -17,7 +23,33 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-ON_ERROR = ("zero", "skip", "raise")
+ON_ERROR = ("min", "skip", "raise")
+
+
+def reward_floor(functions: Sequence[tuple[str, float, Callable]]) -> float:
+  """The lowest total Σ weight · fn(...)["reward"] can take: Σ weight · low over positive weights
+  (and weight · high over negative ones), from each function's `reward_range` = (low, high).
+
+  Raises:
+    ValueError: a function has no `reward_range`, or its bound is infinite (names the function).
+  """
+  floor = 0.0
+  for name, weight, fn in functions:
+    if not weight:
+      continue
+    bounds = getattr(fn, "reward_range", None)
+    if bounds is None:
+      raise ValueError(f"reward {name!r} ({type(fn).__name__}) has no reward_range, so "
+                       "reward.on_error='min' cannot score its failed rows at its minimum; give it a "
+                       "reward_range property (low, high), or set reward.on_error='skip' or 'raise'")
+    bound = float(bounds[0] if weight > 0 else bounds[1])
+    if not math.isfinite(bound):
+      raise ValueError(f"reward {name!r}: reward_range {tuple(bounds)} has no finite "
+                       f"{'low' if weight > 0 else 'high'} bound for weight {weight}, so "
+                       "reward.on_error='min' has no minimum to score failed rows at; set "
+                       "reward.on_error='skip' (drop their groups) or 'raise'")
+    floor += float(weight) * bound
+  return floor
 
 
 @dataclasses.dataclass
@@ -26,8 +58,9 @@ class RewardResult:
 
   Attributes:
     values: name -> float64 [N]; "reward" is the weighted total; components are "<fn>/<component>"
-      (just "<component>" when there is one function). Failed rows hold 0.
-    failed: bool [N], rows whose reward raised or timed out.
+      (just "<component>" when there is one function). Failed rows hold 0 in the components and, in
+      "reward", the floor (on_error="min") or 0 ("skip": their groups are dropped).
+    failed: bool [N], rows whose reward raised, timed out or was not finite.
     errors: human-readable lines, one per failure: "example <id> (row r): <error>".
   """
   values: dict[str, np.ndarray]
@@ -80,17 +113,20 @@ class RewardPool:
     functions: [(name, weight, RewardFn)] — picklable callables `fn(completions, examples, **extra)`.
     num_workers: worker processes; 0 scores in this process (then no timeout can be enforced).
     timeout_seconds: wall-clock budget for one batch.
-    on_error: "zero" | "skip" | "raise".
+    on_error: "min" | "skip" | "raise" (module docstring).
     chunk_size: rows per worker task (default: N / num_workers, rounded up).
   """
 
   def __init__(self, functions: Sequence[tuple[str, float, Callable]], *, num_workers: int = 2,
-               timeout_seconds: float = 300.0, on_error: str = "zero",
+               timeout_seconds: float = 300.0, on_error: str = "min",
                chunk_size: Optional[int] = None):
     if on_error not in ON_ERROR:
-      raise ValueError(f"reward.on_error={on_error!r}; expected one of {ON_ERROR}")
+      hint = (" ('zero' is gone: it scores a failed row above a wrong answer when the reward's floor "
+              "is below 0; 'min' is the same as 0 where the floor is 0)") if on_error == "zero" else ""
+      raise ValueError(f"reward.on_error={on_error!r}; expected one of {ON_ERROR}{hint}")
     if not functions:
       raise ValueError("reward.functions is empty; configure at least one reward")
+    self.floor = reward_floor(functions) if on_error == "min" else 0.0
     self.functions = list(functions)
     self.num_workers = int(num_workers)
     self.timeout_seconds = float(timeout_seconds)
@@ -174,9 +210,14 @@ class RewardPool:
       for k, v in vals.items():
         values.setdefault(k, np.zeros(n))[s:s + len(v)] = v
     values.setdefault("reward", np.zeros(n))
+    for row in np.flatnonzero(~failed & ~np.isfinite(values["reward"])):
+      failed[row] = True
+      errors.append(f"example {getattr(examples[row], 'id', '') or '?'} (row {row}): reward is "
+                    f"{values['reward'][row]} (not finite)")
     for k in values:
       values[k][failed] = 0.0
+    values["reward"][failed] = self.floor
     if errors and self.on_error == "raise":
-      raise RuntimeError("reward failed on %d row(s):\n  %s\nSet reward.on_error='zero' or 'skip' "
+      raise RuntimeError("reward failed on %d row(s):\n  %s\nSet reward.on_error='min' or 'skip' "
                          "to continue past such rows." % (int(failed.sum()), "\n  ".join(errors[:10])))
     return RewardResult(values=values, failed=failed, errors=errors)

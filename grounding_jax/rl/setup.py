@@ -20,6 +20,7 @@ from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax.data import jsonl
 from grounding_jax.data import synthetic
+from grounding_jax.rl import config_checks
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
@@ -27,30 +28,21 @@ RewardSpec = Sequence[tuple[str, float, Callable]]
 _PROGRAMS: dict = {}  # (graphdef, optimizer key, UpdateSettings) -> jitted (train_step, logprob_fn)
 
 
-def check_config(c: ml_collections.ConfigDict) -> None:
-  """Raises ValueError naming the field when the config cannot run (before any model loads)."""
-  n = c.rollout.prompts_per_step * c.rollout.group_size // jax.process_count()
-  u = c.update_loop
-  if n % u.num_minibatches or (n // u.num_minibatches) % u.micro_batch_size:
-    raise ValueError(
-        f"rollout rows per host {n} (prompts_per_step × group_size / hosts) must split into "
-        f"update_loop.num_minibatches={u.num_minibatches} mini-batches of whole "
-        f"update_loop.micro_batch_size={u.micro_batch_size} micro-batches")
-  if u.length_multiple < 0:
-    raise ValueError(f"update_loop.length_multiple={u.length_multiple} must be >= 0 (0 = no trim)")
-  if u.old_logprobs not in ("recompute", "sampler"):
-    raise ValueError(f"update_loop.old_logprobs={u.old_logprobs!r}; use 'recompute' or 'sampler'")
-  if c.dapo.overlong_shaping and not 0 < c.dapo.overlong_buffer <= c.rollout.max_new_tokens:
-    raise ValueError(f"dapo.overlong_buffer={c.dapo.overlong_buffer} must be in "
-                     f"(0, rollout.max_new_tokens={c.rollout.max_new_tokens}]")
-  if not c.stages:
-    raise ValueError("config.stages is empty")
-  for field in ("compute_dtype", "param_dtype"):
-    if c.model[field] not in models.DTYPES:
-      raise ValueError(f"model.{field}={c.model[field]!r}; use one of {sorted(models.DTYPES)}")
-  for st in c.stages:
-    recipes.get_recipe(st.recipe)  # an unknown name fails here, naming the recipes
-    stage_config(c, st)  # unknown override fields fail here
+def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
+                 need_model_path: bool = True) -> None:
+  """Every config value checked before any model or data loads (rl/config_checks.py), with the recipe
+  registry's checks of reward names and options, stage recipes and their rollout options; raises
+  config_checks.ConfigError with one line per bad value."""
+
+  def check_reward(name, options):
+    return recipes.get_reward(name, **options).reward_range
+
+  def check_recipe(name, rollout_options):
+    recipes.get_recipe(name).check_rollout_options(rollout_options)
+
+  config_checks.check_config(c, process_count=jax.process_count(), check_reward=check_reward,
+                             check_recipe=check_recipe, read_data=read_data,
+                             need_model_path=need_model_path)
 
 
 def stage_config(config: ml_collections.ConfigDict, st: ml_collections.ConfigDict

@@ -50,7 +50,7 @@ class Trainer:
                datasets: Optional[Mapping[str, Sequence[Any]]] = None,
                prompt_fn: Optional[Callable[[Any], str]] = None):
     self.config = config
-    setup.check_config(config)
+    setup.check_config(config, read_data=datasets is None, need_model_path=model is None)
     self.mesh = setup.mesh_from_config(config.mesh)
     self.hosts = host_batch.HostBatches(self.mesh)
     if parallel.spanned_processes(self.mesh) != jax.process_count():  # hosts would train apart
@@ -96,16 +96,12 @@ class Trainer:
     total = sum(st.num_steps for st in c.stages)
     stage_idx, stage_step, global_step, position = 0, 0, 0, 0
     rng = jax.random.key(c.seed)
-    restored = None
-    if c.checkpoint.resume and self.checkpointer.latest_step() is not None:
-      meta = self.checkpointer.read_meta()
+    restored = self.checkpointer.restore_latest_intact(self._restore_target) \
+        if c.checkpoint.resume else None
+    if restored is not None:  # the newest intact checkpoint (a corrupt newer one is moved aside)
+      restored, meta, _ = restored
       stage_idx, stage_step = meta["stage"], meta["stage_step"]
       global_step, position = meta["step"], meta["data_position"]
-      view = setup.stage_config(c, c.stages[stage_idx])
-      optimizer, _ = setup.optimizer(view, c.stages[stage_idx].num_steps)
-      restored, _ = self.checkpointer.restore(self.hosts.on_mesh(
-          self._state(optimizer.init(self.params), rng, self.params if view.loss.kl_coef else None),
-          abstract=True))
       self.params = restored["params"]
       rng = jax.random.wrap_key_data(np.asarray(restored["rng"]))
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
@@ -147,6 +143,14 @@ class Trainer:
       writer.close()
     self.model = self.policy()
     return self.history
+
+  def _restore_target(self, meta: dict):
+    """The abstract training state of the stage a checkpoint's `meta` was written in."""
+    view = setup.stage_config(self.config, self.config.stages[meta["stage"]])
+    optimizer, _ = setup.optimizer(view, self.config.stages[meta["stage"]].num_steps)
+    rng = jax.random.key(self.config.seed)
+    ref = self.params if view.loss.kl_coef else None
+    return self.hosts.on_mesh(self._state(optimizer.init(self.params), rng, ref), abstract=True)
 
   def _state(self, opt_state, rng, ref_params) -> dict:
     """The checkpointed training state (the reference only when the stage has a KL term)."""

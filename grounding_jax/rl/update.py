@@ -69,6 +69,34 @@ def settings_from_config(c) -> UpdateSettings:
                         on_policy=on_policy, group_size=g if shared else 1)
 
 
+# What `nonfinite/first` names (1-based; 0 = every quantity finite), in the order one feeds the next:
+# the batch's advantages, the mini-batch loss, its gradient, and the parameters after the optimizer's
+# update (finite gradients can still overflow there, e.g. with a learning rate of 1e6).
+NONFINITE_QUANTITIES = ("advantage", "loss", "gradient", "update")
+
+
+def nonfinite_name(code: float) -> str | None:
+  """The quantity a step's `nonfinite/first` metric names, or None when the step was finite."""
+  return NONFINITE_QUANTITIES[int(code) - 1] if int(code) else None
+
+
+def _all_finite(tree) -> jax.Array:
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def _guard_nonfinite(advantages_finite, loss, grads, new_params, new_opt_state, params, opt_state):
+  """(params, opt_state, metrics): the updated state if advantages, loss, gradient and updated
+  parameters are all finite, else the state before the step, unchanged. A select inside the jitted
+  step, so the donated buffers are reused either way and a finite step is bit-identical."""
+  bad = jnp.stack([~jnp.all(advantages_finite), ~jnp.isfinite(loss), ~_all_finite(grads),
+                   ~_all_finite(new_params)])
+  skip = jnp.any(bad)
+  keep = lambda new, old: jnp.where(skip, old, new)
+  metrics = {"nonfinite/skipped": skip.astype(jnp.float32),
+             "nonfinite/first": jnp.where(skip, jnp.argmax(bad) + 1, 0).astype(jnp.float32)}
+  return jax.tree.map(keep, new_params, params), jax.tree.map(keep, new_opt_state, opt_state), metrics
+
+
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                     settings: UpdateSettings) -> Callable:
   """Builds `train_step(params, rest, opt_state, batch, packed_width=None) -> (params, opt_state,
@@ -81,7 +109,13 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   group_size · L), one int or one per micro-batch. Each micro-batch runs in a jitted gradient
   program compiled once per shape and packed width; a jitted apply program then divides the summed
   gradients by the summed denominators and steps the optimizer. metrics: name -> scalar (loss,
-  pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm).
+  pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm, nonfinite/skipped,
+  nonfinite/first).
+
+  Non-finite guard: when an advantage, the loss, the gradient or an updated parameter is NaN or
+  inf, the step applies no update — params and opt_state come back unchanged — and reports
+  nonfinite/skipped = 1 and nonfinite/first = the 1-based index of the first non-finite quantity in
+  NONFINITE_QUANTITIES (see nonfinite_name); the loss metrics then show the non-finite values.
   """
   cfg = settings.loss
 
@@ -103,19 +137,21 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   @functools.partial(jax.jit, donate_argnums=2, static_argnames="packed_width")
   def accumulate(params, rest, grad_sum, mb, packed_width=None):
     (s, (d, m)), g = grad_fn(params, rest, mb, packed_width)
-    return jax.tree.map(jnp.add, grad_sum, g), (s, d, m)
+    return jax.tree.map(jnp.add, grad_sum, g), (s, d, m, jnp.all(jnp.isfinite(mb["advantages"])))
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))  # the summed gradients have no output to reuse
   def apply(params, opt_state, grad_sum, stats):
-    s, d, _ = jax.tree.map(lambda *x: jnp.stack(x), *stats)
+    s, d, _, advantages_finite = jax.tree.map(lambda *x: jnp.stack(x), *stats)
     denom = jnp.maximum(jnp.sum(d), 1e-8)
     grads = jax.tree.map(lambda g: g / denom, grad_sum)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    metrics = losses.reduce_metrics([m for _, _, m in stats])
+    updates, new_opt_state = optimizer.update(grads, opt_state, params)
+    new_params = optax.apply_updates(params, updates)
+    metrics = losses.reduce_metrics([st[2] for st in stats])
     metrics["loss"] = jnp.sum(s) / denom
     metrics["grad_norm"] = optax.tree.norm(grads)
-    return params, opt_state, metrics
+    params, opt_state, guard = _guard_nonfinite(advantages_finite, metrics["loss"], grads,
+                                                new_params, new_opt_state, params, opt_state)
+    return params, opt_state, {**metrics, **guard}
 
   def train_step(params, rest, opt_state, batch, packed_width=None):
     if isinstance(batch, dict):

@@ -73,3 +73,30 @@ def test_every_reader_output_round_trips(tmp_path):
     examples = list(read_dataset(name, fix / file))
     write_examples(tmp_path / f"{name}.jsonl", examples)
     assert list(read_examples(tmp_path / f"{name}.jsonl")) == examples, name
+
+
+def _latin1_file(path, bad_line):
+  """Rows of UTF-8 text where row `bad_line` (1-based) holds a Latin-1 "é" after 17 characters."""
+  good = '{"question": "Où est le café ?", "answers": ["Paris"]}'.encode("utf-8")
+  rows = [good] * 5
+  rows[bad_line - 1] = '{"question": "café au lait"}'.encode("latin-1")
+  path.write_bytes(b"\n".join(rows) + b"\n")
+  return path
+
+
+@pytest.mark.parametrize("suffix", ["", ".bz2"])
+def test_a_non_utf8_byte_names_file_line_and_column(tmp_path, suffix):
+  path = _latin1_file(tmp_path / "d.jsonl", bad_line=4)
+  if suffix:
+    path = tmp_path / "d.jsonl.bz2"
+    path.write_bytes(bz2.compress((tmp_path / "d.jsonl").read_bytes()))
+  with pytest.raises(DataError, match=rf"d\.jsonl{suffix}:4:18: .*not UTF-8 \(byte 0xe9.*iconv"):
+    list(read_examples(path))
+
+
+def test_an_empty_file_is_an_error_naming_it(tmp_path):
+  for text in ("", "\n  \n"):
+    (tmp_path / "e.jsonl").write_text(text)
+    with pytest.raises(DataError, match=r"e\.jsonl: .*the file is empty"):
+      list(read_examples(tmp_path / "e.jsonl"))
+  assert list(read_examples(tmp_path / "e.jsonl", limit=0)) == []

@@ -84,3 +84,26 @@ def test_format_sniffing(tmp_path):
     assert jsonio.is_jsonl(path) is expected[name], name
   assert [r.value for r in jsonio.iter_records(tmp_path / "b.json")] == [{"x": 1}, {"x": 2}]
   assert [r.value for r in jsonio.iter_records(tmp_path / "e.txt")] == [{"x": 1}]
+
+
+def test_iter_records_names_the_line_and_column_of_a_non_utf8_byte(tmp_path, monkeypatch):
+  monkeypatch.setattr(jsonio, "_CHUNK_CHARS", 16)  # the bad byte lands far past the first buffer
+  rows = ['{"q": "naïve"}'] * 30
+  bad = '{"q": "caf\xe9"}'.encode("latin-1")
+  for name, head, tail in (("a.jsonl", "\n".join(rows) + "\n", b"\n"),
+                           ("b.json", "[" + ",\n".join(rows) + ",\n", b"]")):
+    path = tmp_path / name
+    path.write_bytes(head.encode("utf-8") + bad + tail)
+    with pytest.raises(DataError, match=rf"{name}:31:11: .*not UTF-8 \(byte 0xe9"):
+      list(jsonio.iter_records(path))
+
+
+@pytest.mark.parametrize("jsonl", [True, False, None])
+def test_iter_records_on_an_empty_file(tmp_path, jsonl):
+  path = tmp_path / "empty.json"
+  path.write_text("\n")
+  with pytest.raises(DataError, match=r"empty\.json: .*the file is empty"):
+    list(jsonio.iter_records(path, jsonl=jsonl))
+  path.write_text("[]")  # an empty array is a valid document with no records
+  if jsonl is not True:
+    assert list(jsonio.iter_records(path, jsonl=jsonl)) == []

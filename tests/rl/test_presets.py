@@ -23,7 +23,7 @@ def test_preset_sets_its_papers_fields(preset, expected):
   for path, value in expected.items():
     section, field = path.split(".")
     assert c[section][field] == value, path
-  setup.check_config(c)  # the preset leaves a runnable config
+  setup.check_config(c, need_model_path=False)  # the preset leaves a runnable config
 
 
 def test_dapo_without_dynamic_sampling_is_graces_variant():
@@ -41,7 +41,7 @@ def test_stage_overrides_apply_to_that_stage_only():
   assert update.settings_from_config(second).loss.clip_eps_high == 0.28
   assert second.optimizer.learning_rate == 3e-6 and first.optimizer.learning_rate == 1e-6
   c.stages[1].loss.kl_coeff = 0.2  # a typo in a stage override is named, not ignored
-  with pytest.raises(ValueError, match=r"stages\['b'\].loss sets unknown fields \['kl_coeff'\]"):
-    setup.check_config(c)
+  with pytest.raises(ValueError, match=r"stages\[1\].loss=.*sets unknown fields \['kl_coeff'\]"):
+    setup.check_config(c, need_model_path=False)
   with pytest.raises(ValueError, match="unknown override 'lossy'"):
     config_lib.stage("c", 1, lossy=dict(kl_coef=0.1))

@@ -15,7 +15,10 @@ class _Ex:
 
 
 class LengthReward:
-  """reward = len(text); raises on example 'bad'; hangs on example 'slow' (module-level: picklable)."""
+  """reward = len(text); raises on example 'bad'; hangs on example 'slow'; NaN on example 'nan'
+  (module-level: picklable)."""
+
+  reward_range = (0.0, float("inf"))
 
   def __call__(self, completions, examples, **extra):
     for ex in examples:
@@ -23,11 +26,13 @@ class LengthReward:
         raise ValueError("malformed example")
       if ex.id == "slow":
         time.sleep(60)
-    n = np.array([len(c) for c in completions], float)
+    n = np.array([np.nan if ex.id == "nan" else len(c) for c, ex in zip(completions, examples)])
     return {"reward": n, "chars": n}
 
 
 class ConstReward:
+
+  reward_range = (1.0, 1.0)
 
   def __call__(self, completions, examples, **extra):
     return {"reward": np.ones(len(completions)), "one": np.ones(len(completions))}
@@ -65,3 +70,55 @@ def test_raise_mode_names_the_example():
   pool = reward_pool.RewardPool([("len", 1.0, LengthReward())], num_workers=0, on_error="raise")
   with pytest.raises(RuntimeError, match="example bad"):
     pool(["x", "y"], [_Ex("ok"), _Ex("bad")])
+
+
+class TernaryReward:
+  """TruthRL-like: +1 correct, −1 wrong (every row here is wrong); raises on example 'bad'."""
+
+  reward_range = (-1.0, 1.0)
+
+  def __call__(self, completions, examples, **extra):
+    if any(ex.id == "bad" for ex in examples):
+      raise TimeoutError("judge timed out")
+    return {"reward": -np.ones(len(completions))}
+
+
+def test_failed_and_nonfinite_rows_score_the_floor_and_never_outrank_a_wrong_answer():
+  from grounding_jax.rl import advantages
+  pool = reward_pool.RewardPool([("truth", 2.0, TernaryReward()), ("const", 0.5, ConstReward())],
+                                num_workers=0)
+  assert pool.on_error == "min" and pool.floor == 2.0 * -1 + 0.5 * 1
+  res = pool(["a", "b", "c", "d"], [_Ex("1"), _Ex("bad"), _Ex("3"), _Ex("4")])
+  np.testing.assert_array_equal(res.failed, [False, True, False, False])
+  np.testing.assert_allclose(res.values["reward"], [-1.5] * 4)  # the failed row ties the wrong ones
+  assert not advantages.group_advantages(res.values["reward"], 4).any()
+  assert any("example bad (row 1)" in e and "judge timed out" in e for e in res.errors)
+  # A NaN reward is a failed row too, in every mode, and never reaches the advantages.
+  for mode, fill in (("min", 0.0), ("skip", 0.0)):
+    res = reward_pool.RewardPool([("len", 1.0, LengthReward())], num_workers=0, on_error=mode)(
+        ["xy", "z"], [_Ex("nan"), _Ex("ok")])
+    np.testing.assert_array_equal(res.failed, [True, False])
+    np.testing.assert_allclose(res.values["reward"], [fill, 1.0])
+    assert "example nan (row 0): reward is nan (not finite)" in res.errors
+  with pytest.raises(RuntimeError, match="example nan"):
+    reward_pool.RewardPool([("len", 1.0, LengthReward())], num_workers=0, on_error="raise")(
+        ["xy"], [_Ex("nan")])
+
+
+def test_min_needs_a_finite_floor_from_every_function():
+  class Unbounded:
+    reward_range = (-np.inf, 1.0)
+
+  class NoRange:
+    pass
+
+  with pytest.raises(ValueError, match=r"reward 'open'.*no finite low bound.*'skip'"):
+    reward_pool.RewardPool([("open", 1.0, Unbounded())], num_workers=0)
+  with pytest.raises(ValueError, match=r"reward 'open'.*no finite high bound for weight -1"):
+    reward_pool.RewardPool([("open", -1.0, LengthReward())], num_workers=0)
+  with pytest.raises(ValueError, match=r"reward 'plain' \(NoRange\) has no reward_range"):
+    reward_pool.RewardPool([("plain", 1.0, NoRange())], num_workers=0)
+  assert reward_pool.RewardPool([("open", 1.0, Unbounded())], num_workers=0, on_error="skip")
+  assert reward_pool.reward_floor([("a", 0.0, Unbounded()), ("b", -2.0, ConstReward())]) == -2.0
+  with pytest.raises(ValueError, match="'zero' is gone"):
+    reward_pool.RewardPool([("len", 1.0, LengthReward())], num_workers=0, on_error="zero")

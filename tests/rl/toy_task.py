@@ -38,6 +38,8 @@ def prompt_fn(example):
 class TargetShareReward:
   """Picklable reward: share of words in TARGET (0 for an empty completion)."""
 
+  reward_range = (0.0, 1.0)  # failed rows score the floor (reward.on_error="min")
+
   def __call__(self, completions, examples, **extra):
     out = []
     for text in completions:

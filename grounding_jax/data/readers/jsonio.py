@@ -9,6 +9,7 @@ without holding a multi-GB file's parsed tree in memory.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import dataclasses
 import gzip
 import io
@@ -34,6 +35,47 @@ def open_text(path: str | os.PathLike) -> IO[str]:
   return io.open(p, "r", encoding="utf-8-sig")  # -sig: tolerate a byte-order mark
 
 
+def _open_bytes(path: str) -> IO[bytes]:
+  if path.endswith(".bz2"):
+    return bz2.open(path, "rb")
+  if path.endswith(".gz"):
+    return gzip.open(path, "rb")
+  return open(path, "rb")
+
+
+def locate_utf8_error(path: str | os.PathLike) -> DataError | None:
+  """A DataError naming file:line:column (and the byte) of the first bytes in `path` that are not
+  UTF-8, or None if it decodes. Re-reads the file line by line: call it only after a decode error
+  (a text stream's UnicodeDecodeError counts bytes from its read buffer, not from the file)."""
+  p = os.fspath(path)
+  with _open_bytes(p) as f:
+    for line_no, line in enumerate(f, start=1):
+      try:
+        line.decode("utf-8-sig" if line_no == 1 else "utf-8")
+      except UnicodeDecodeError as e:
+        column = len(line[:e.start].decode("utf-8", errors="replace")) + 1
+        return DataError(
+            f"{p}:{line_no}:{column}: field '<file>': not UTF-8 (byte 0x{line[e.start]:02x}: "
+            f"{e.reason}); the file must be UTF-8 — re-encode it, e.g. "
+            f"`iconv -f latin1 -t utf-8 {os.path.basename(p)} > utf8_{os.path.basename(p)}` if it is Latin-1")
+  return None
+
+
+@contextlib.contextmanager
+def utf8_errors_located(path: str | os.PathLike) -> Iterator[None]:
+  """Turns a UnicodeDecodeError raised while reading `path` into a DataError naming file:line:column."""
+  try:
+    yield
+  except UnicodeDecodeError as e:
+    located = locate_utf8_error(path)
+    raise (located or DataError(f"{path}: field '<file>': not UTF-8 ({e})")) from e
+
+
+def empty_file_error(path: str | os.PathLike) -> DataError:
+  return DataError(f"{path}: field '<file>': the file is empty (no records, or only blank lines); "
+                   "check the path, or rebuild it (launch/build_data.py)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Record:
   """One top-level record: its value, where it starts, and its key (array index or object key)."""
@@ -51,7 +93,7 @@ def is_jsonl(path: str | os.PathLike) -> bool:
       p = p[: -len(suffix)]
   if p.endswith(".jsonl"):
     return True
-  with open_text(path) as f:
+  with open_text(path) as f, utf8_errors_located(path):
     first = f.readline()
     while first and not first.strip():
       first = f.readline()
@@ -72,12 +114,12 @@ def iter_records(path: str | os.PathLike, *, jsonl: bool | None = None) -> Itera
     jsonl: force JSONL (True) or a single JSON document (False); None decides by `is_jsonl`.
 
   Raises:
-    DataError: on invalid JSON, naming file:line.
+    DataError: on invalid JSON or bytes that are not UTF-8 (naming file:line), or an empty file.
   """
   if jsonl is None:
     jsonl = is_jsonl(path)
   if jsonl:
-    with open_text(path) as f:
+    with open_text(path) as f, utf8_errors_located(path):
       index = 0
       for line_no, line in enumerate(f, start=1):
         if not line.strip():
@@ -89,8 +131,11 @@ def iter_records(path: str | os.PathLike, *, jsonl: bool | None = None) -> Itera
               f"{path}:{line_no}: field '<row>': invalid JSON ({e.msg} at column {e.colno})") from e
         yield Record(value, f"{path}:{line_no}", index)
         index += 1
+      if index == 0:
+        raise empty_file_error(path)
     return
-  yield from _iter_document_items(path)
+  with utf8_errors_located(path):
+    yield from _iter_document_items(path)
 
 
 class _Buffer:
@@ -152,7 +197,9 @@ def _iter_document_items(path: str | os.PathLike) -> Iterator[Record]:
   with open_text(path) as f:
     buf = _Buffer(f)
     opener = buf.peek()
-    if opener not in "[{" or not opener:
+    if not opener:
+      raise empty_file_error(path)
+    if opener not in "[{":
       raise DataError(f"{path}:{buf.current_line()}: field '<file>': expected a JSON array or object, "
                       f"found {opener!r}; is this a JSONL file? pass jsonl=True")
     closer = "]" if opener == "[" else "}"
