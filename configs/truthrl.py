@@ -9,18 +9,43 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
   python launch/sweep.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir_root=/runs/truthrl_sweep
 
+The reward's correctness judge is the paper's: Llama-3.3-70B-Instruct behind an OpenAI-compatible
+server (note 004 §2.5; decoding T 0, top-p 0.9, 512 tokens), e.g. vLLM on another host:
+  vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4 --port 8000
+  python launch/train.py --config=configs/truthrl.py ... \
+      --config.reward.functions[0].options.judge.base_url=http://judge-host:8000/v1
+(api_key_env names the variable holding a key, if the server wants one). `:llm_judge` runs a judge
+model on our sampler instead, sharded over this process's devices (score rewards in-process then):
+  python launch/train.py --config=configs/truthrl.py:llm_judge \
+      --config.reward.functions[0].options.judge.path=/ckpt/Qwen2.5-7B-Instruct --config.reward.num_workers=0 ...
+`:runlocal` (offline) uses exact match, which logs the paper's warning: training with a
+string-matching verifier collapsed to ~96 % abstention (Table 5, note 004 §7.5).
+
 Paper / VeRL code (note 004 §4): 64 prompts per step and one optimizer update per rollout batch,
 G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature 1.0,
 2048 new tokens, prompts over 16,384 tokens dropped from the data (not truncated), the paper's
-seq-mean-token-mean aggregation. The reward's correctness judge defaults
-to exact match (offline); the paper uses an LLM judge (see grounding_jax.judges).
+seq-mean-token-mean aggregation.
 """
 
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 
 
+# The paper's verifier: base_url must be given (the reward names the flag when it is empty).
+PAPER_JUDGE = dict(kind="openai", base_url="", model="meta-llama/Llama-3.3-70B-Instruct",
+                   api_key_env="", style="truthrl", timeout_seconds=60.0, max_retries=3,
+                   concurrency=32)
+# A judge model on our sampler, sharded over the trainer process's devices (mesh axes as config.mesh).
+SAMPLER_JUDGE = dict(kind="llm", path="", style="truthrl", max_new_tokens=64, batch_size=16,
+                     mesh=dict(fsdp=-1))
+
+
 def get_config(arg=None):
+  args = set(arg.split(",")) if arg else set()
+  unknown = args - {"runlocal", "llm_judge"}
+  if unknown:
+    raise ValueError(f"configs/truthrl.py:{arg}: unknown preset(s) {sorted(unknown)}; expected "
+                     "'runlocal', 'llm_judge' or both ('runlocal,llm_judge')")
   c = rl_config.default_config()
   c.model.path = ""
   c.model.compute_dtype = "bfloat16"
@@ -29,7 +54,9 @@ def get_config(arg=None):
   # filtered out of the data, not truncated (filter_overlong_prompts=True, note 004 §4.2).
   c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0,
                         top_p=1.0, max_prompt_tokens=16384, overlong_prompts="drop"))
-  c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0)]  # ternary: +1 / 0 / −1
+  judge = SAMPLER_JUDGE if "llm_judge" in args else PAPER_JUDGE
+  c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0,  # ternary: +1 / 0 / −1
+                                          judge=dict(judge))]
   c.advantage.update(dict(scale="group", std_ddof=1, eps=1e-6))
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=0.001, kl_estimator="k3",
                      kl_clamp=10.0, aggregation="seq_mean_token_mean"))
@@ -39,8 +66,14 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("truthrl", num_steps=200, recipe="truthrl")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 10
-  if arg == "runlocal":
+  if "runlocal" in args:
     presets.runlocal(c)
+    if "llm_judge" in args:  # SmolLM2 as its own judge: plumbing, not fidelity
+      c.reward.functions[0].options.judge.path = presets.SMOLLM2
+      c.reward.num_workers = 0
+    else:  # offline: exact match, with the paper's collapse warning (Table 5)
+      c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0,
+                                              judge=dict(kind="exact_match"))]
   return c
 
 

@@ -56,7 +56,7 @@ def main(argv):
   truthrl = get_recipe("truthrl")
   prompt = truthrl.render_prompt(example, tokenizer)
   gen = sampling.generate(model, tokenizer, [prompt], max_new_tokens=96, temperature=0.0)
-  scores = truthrl.reward()(gen.texts, [example])
+  scores = truthrl.reward(judge="exact_match")(gen.texts, [example])
   print(f"\nSmolLM2 (greedy, {int(gen.lengths[0])} tokens): {gen.texts[0]!r}")
   print("TruthRL reward: " + ", ".join(f"{k}={float(v[0]):g}" for k, v in scores.items()))
 

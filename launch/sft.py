@@ -8,13 +8,18 @@ r"""Supervised fine-tuning (loss on target tokens only) from an ml_collections c
       --config.data.path=/data/sft.jsonl --config.num_epochs=2 --workdir=/runs/sft
   # then RL from it: its HF folder is a config.model.path
   python launch/train.py --config=configs/arena.py --config.model.path=/runs/sft/hf --workdir=/runs/arena
+  # rows from Examples and a recipe: its prompt, and its gold completion as the target (the papers'
+  # SFT baselines: configs/sft.py:grace / :truthrl / :arena; :demo is the demo's warm-up)
+  python launch/sft.py --config=configs/sft.py:demo --workdir=/tmp/gj_sft_demo
 
 Rows are JSONL {"prompt": str, "target": str} or {"messages": [{"role", "content"}, ...], "target": str}
-(grounding_jax/sft/data.py; a malformed row stops the run before any model loads, naming file:line and
-the field). Re-running with the same --workdir resumes exactly from its newest checkpoint. Writes
-<workdir>/config.json (the run record), <workdir>/checkpoints, <workdir>/logs/metrics.jsonl and
-TensorBoard events in <workdir>/logs/tb, and at the end <workdir>/hf (config.export_hf), an HF folder;
-`launch/export_hf.py --workdir=<workdir> --step=N` exports any other checkpoint.
+(config.data.kind="jsonl"), or built from Examples by a recipe (kind "recipe"; grounding_jax/sft/data.py).
+A malformed row, or an Example the recipe cannot write a target for, stops the run before any model
+loads, naming file:line (or the example) and the field. Re-running with the same --workdir resumes
+exactly from its newest checkpoint. Writes <workdir>/config.json (the run record),
+<workdir>/checkpoints, <workdir>/logs/metrics.jsonl and TensorBoard events in <workdir>/logs/tb, and at
+the end <workdir>/hf (config.export_hf), an HF folder; `launch/export_hf.py --workdir=<workdir>
+--step=N` exports any other checkpoint.
 """
 
 from __future__ import annotations

@@ -1,19 +1,22 @@
 """Judges: NLI entailment and answer correctness, batched, behind two small protocols.
 
   base         NLIJudge / CorrectnessJudge protocols, input checks, a bounded cache, ExactMatchJudge
-  llm          LLM judges (the papers' prompts) on any text backend, e.g. our sampler (SamplerBackend)
+  llm          LLM judges (the papers' prompts) on any backend: our sampler (SamplerBackend), or
+  openai_api   a vLLM / OpenAI-compatible server (OpenAIBackend: concurrent, timeouts, retries, cache)
   nli          transformers NLI models from a local folder: classifiers and TRUE-style T5 (torch)
   prompts      the judges' prompts and reply parsers (one wire format each)
   from_config  a judge from a config value: build(spec, role) / lazy(spec, role)
 
-Recipes take judges as objects or as config specs (`judge=dict(kind="llm", path=...)`).
+Recipes take judges as objects or as config specs (`judge=dict(kind="llm", path=...)`,
+`judge=dict(kind="openai", base_url=..., model=...)`).
 """
 
 from grounding_jax.judges.base import CorrectnessJudge, ExactMatchJudge, NLIJudge
 from grounding_jax.judges.from_config import LazyJudge, build, lazy
 from grounding_jax.judges.llm import LLMCorrectnessJudge, LLMNLIJudge, SamplerBackend, render_plain
 from grounding_jax.judges.nli import ClassifierNLIJudge, Seq2SeqNLIJudge, load_nli_judge
+from grounding_jax.judges.openai_api import JudgeRequestError, OpenAIBackend
 
-__all__ = ["ClassifierNLIJudge", "CorrectnessJudge", "ExactMatchJudge", "LLMCorrectnessJudge",
-           "LLMNLIJudge", "LazyJudge", "NLIJudge", "SamplerBackend", "Seq2SeqNLIJudge", "build", "lazy",
-           "load_nli_judge", "render_plain"]
+__all__ = ["ClassifierNLIJudge", "CorrectnessJudge", "ExactMatchJudge", "JudgeRequestError",
+           "LLMCorrectnessJudge", "LLMNLIJudge", "LazyJudge", "NLIJudge", "OpenAIBackend",
+           "SamplerBackend", "Seq2SeqNLIJudge", "build", "lazy", "load_nli_judge", "render_plain"]

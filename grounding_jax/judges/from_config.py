@@ -1,13 +1,29 @@
 """Judges from config values: a reward option `judge=dict(kind=..., ...)` or `nli=...` becomes a judge.
 
-  build({"kind": "exact_match"}, role="correctness")
+  build({"kind": "exact_match"}, role="correctness")          # also the bare string "exact_match"
   build({"kind": "llm", "path": FOLDER, "style": "truthrl"}, role="correctness")   # on our sampler
+  build({"kind": "llm", "path": FOLDER, "mesh": {"fsdp": -1}})  # … sharded over this process's devices
   build({"kind": "llm", "path": FOLDER}, role="nli")                               # yes/no entailment
   build({"kind": "nli", "path": FOLDER})          # a classifier / TRUE-style seq2seq folder (torch),
                                                   # or a causal LM folder (then as kind "llm")
+  build({"kind": "openai", "base_url": "http://judge:8000/v1", "model": NAME,
+         "api_key_env": "JUDGE_KEY", "style": "truthrl"})   # vLLM or any OpenAI-compatible server
   build("/path/to/folder", role="nli")            # a bare path: kind "nli"
 
-`path` may be "smollm2" (the offline SmolLM2-135M-Instruct folder: for plumbing, not fidelity).
+Options of kind "llm"/"nli" (causal LM): path ("smollm2" = the offline SmolLM2-135M-Instruct folder:
+for plumbing, not fidelity), batch_size, max_new_tokens, and `mesh`: None (one device), or the mesh
+axis sizes (as config.mesh, e.g. {"data": 1, "fsdp": -1, "tensor": 1}; "local" = {"fsdp": -1}) of a
+mesh over THIS process's devices, on which the judge model is sharded and sampled. In the trainer
+process that is the policy's devices; score rewards there (reward.num_workers=0) so that worker
+processes do not claim accelerators the trainer holds. `build(spec, mesh=m)` takes a caller's Mesh
+object instead (e.g. an evaluation script's); a config spec cannot hold one (it must pickle).
+
+Options of kind "openai": base_url, model, api_key_env (the NAME of the variable holding the key),
+timeout_seconds, max_retries, backoff_seconds, concurrency, cooldown_seconds, max_tokens,
+temperature, top_p (see judges.openai_api.OpenAIBackend). Decoding defaults to the paper's for the
+style (DECODING below).
+
+Every kind passes the remaining options to the judge (style, parser, examples_path, cache, …).
 `lazy(spec, role)` defers the build to first use and pickles as its spec, so a reward holding it can be
 sent to worker processes, each of which loads its own copy. Model-backed judges import models /
 transformers (and torch, for the NLI classifiers) only when built.
@@ -20,23 +36,53 @@ import os
 import pathlib
 from typing import Any, Mapping, Sequence
 
+import jax
 import numpy as np
 
 from grounding_jax import models
+from grounding_jax import parallel
 from grounding_jax.models import gguf_convert
 from grounding_jax.judges import llm
 from grounding_jax.judges import nli as nli_models
+from grounding_jax.judges import openai_api
 from grounding_jax.judges.base import ExactMatchJudge
 
-KINDS = ("exact_match", "llm", "nli")
+KINDS = ("exact_match", "llm", "nli", "openai")
 ROLES = ("correctness", "nli")
 
+# Served-judge decoding per style, from the papers: TruthRL's judge call temperature 0, top-p 0.9,
+# 512 tokens (004 §2.5); GRACE's DeepSeek judge temperature 0, 10 tokens (000 §6.3 LJ); ARENA's
+# GPT-4o temperature 0 (002 §2.8; max_tokens not stated [DECISION] 16: "yes"/"no" fit); NLI yes/no 8.
+DECODING = {
+    "truthrl": dict(max_tokens=512, temperature=0.0, top_p=0.9),
+    "truthrl_reasoning": dict(max_tokens=512, temperature=0.0, top_p=0.9),
+    "grace": dict(max_tokens=10, temperature=0.0),
+    "arena": dict(max_tokens=16, temperature=0.0),
+    "nli": dict(max_tokens=8, temperature=0.0),
+}
+_OPENAI_BACKEND_KEYS = ("base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p",
+                        "timeout_seconds", "max_retries", "backoff_seconds", "max_backoff_seconds",
+                        "concurrency", "cooldown_seconds", "extra_body")
+_FLAG = "--config.reward.functions[0].options.judge"
 
-def _sampler_backend(path, max_new_tokens: int, batch_size: int) -> llm.SamplerBackend:
+
+def judge_mesh(axes: Any) -> jax.sharding.Mesh | None:
+  """A mesh over this process's devices from a spec's `mesh` value (None → no mesh)."""
+  if axes is None or axes is False:
+    return None
+  if axes in ("local", True):
+    axes = {"fsdp": -1}
+  if not hasattr(axes, "items"):
+    raise ValueError(f"judge mesh={axes!r}: give mesh axis sizes such as {{'fsdp': -1}} (as "
+                     "config.mesh), 'local', or None for one device")
+  return parallel.make_mesh(dict(axes.items()), devices=jax.local_devices())
+
+
+def _sampler_backend(path, max_new_tokens: int, batch_size: int, mesh) -> llm.SamplerBackend:
   if path == "smollm2":
     path = gguf_convert.prepare_smollm2()
-  return llm.SamplerBackend(models.load_pretrained(path), models.load_tokenizer(path),
-                            max_new_tokens=max_new_tokens, batch_size=batch_size)
+  return llm.SamplerBackend(models.load_pretrained(path, mesh=mesh), models.load_tokenizer(path),
+                            max_new_tokens=max_new_tokens, batch_size=batch_size, mesh=mesh)
 
 
 def _is_causal_lm(path) -> bool:
@@ -50,9 +96,16 @@ def _is_causal_lm(path) -> bool:
 
 
 def normalize_spec(spec: Any) -> dict[str, Any]:
-  """A judge spec as a plain dict with a known `kind` (a bare path is {"kind": "nli", "path": ...})."""
+  """A judge spec as a plain dict with a known `kind`, its required options checked.
+
+  A bare path is {"kind": "nli", "path": ...}; the string "exact_match" is {"kind": "exact_match"};
+  an ml_collections.ConfigDict (a config's reward option) becomes a dict.
+  """
   if isinstance(spec, (str, os.PathLike)):
-    spec = {"kind": "nli", "path": os.fspath(spec)}
+    spec = ({"kind": "exact_match"} if spec == "exact_match"
+            else {"kind": "nli", "path": os.fspath(spec)})
+  if hasattr(spec, "to_dict"):  # ml_collections.ConfigDict
+    spec = spec.to_dict()
   if not isinstance(spec, Mapping):
     raise ValueError(f"a judge spec must be a dict with kind= one of {KINDS} (or a model folder path); "
                      f"got {type(spec).__name__}.")
@@ -60,34 +113,55 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
   kind = spec.get("kind")
   if kind not in KINDS:
     raise ValueError(f"judge kind={kind!r}; choose one of {KINDS}.")
-  if kind != "exact_match" and not str(spec.get("path") or ""):
+  if kind in ("llm", "nli") and not str(spec.get("path") or ""):
     raise ValueError(f"judge kind={kind!r} needs path=<local model folder> (or 'smollm2'), e.g. "
-                     "--config.reward.functions[0].options.judge.path=/models/judge")
+                     f"{_FLAG}.path=/models/judge")
+  if kind == "openai":
+    for key, example in (("base_url", "http://judge-host:8000/v1"),
+                         ("model", "meta-llama/Llama-3.3-70B-Instruct")):
+      if not str(spec.get(key) or ""):
+        raise ValueError(f"judge kind='openai' needs {key}=, e.g. {_FLAG}.{key}={example}")
+    env = spec.get("api_key_env")
+    if env and env not in os.environ:  # checked here, before any worker process starts
+      raise ValueError(f"judge api_key_env={env!r}: that environment variable is not set; export "
+                       f"{env}=<key>, or set {_FLAG}.api_key_env='' for a server without keys")
   return spec
 
 
-def build(spec: Any, role: str = "correctness"):
+def build(spec: Any, role: str = "correctness", *, mesh: jax.sharding.Mesh | None = None):
   """A judge for `role` ("correctness": judge(questions, predictions, golds); "nli": entails(...))
-  from a spec (see the module doc); None stays None and a judge object is returned as is."""
+  from a spec (see the module doc); None stays None and a judge object is returned as is.
+  `mesh`: a Mesh for a model-backed judge, overriding the spec's `mesh` axes."""
   if role not in ROLES:
     raise ValueError(f"judge role={role!r}; choose one of {ROLES}.")
   if spec is None or callable(spec) or callable(getattr(spec, "entails", None)):
     return spec
   spec = normalize_spec(spec)
   kind = spec.pop("kind")
-  path = spec.pop("path", None)
-  batch_size = spec.pop("batch_size", 16)
   if kind == "exact_match":
     if role != "correctness":
       raise ValueError("judge kind='exact_match' answers correctness, not NLI; use kind 'nli' or 'llm'.")
     return ExactMatchJudge()
+  if kind == "openai":
+    style = spec.get("style", "truthrl") if role == "correctness" else "nli"
+    options = {**DECODING.get(style, {}),
+               **{k: spec.pop(k) for k in _OPENAI_BACKEND_KEYS if k in spec}}
+    backend = openai_api.OpenAIBackend(**options)
+    return llm.LLMNLIJudge(backend, **spec) if role == "nli" else llm.LLMCorrectnessJudge(backend, **spec)
+  path = spec.pop("path")
+  batch_size = spec.pop("batch_size", 16)
+  spec_mesh = spec.pop("mesh", None)
   if kind == "nli" and not _is_causal_lm(path):
     if role != "nli":
       raise ValueError(f"judge kind='nli' ({path}) is an entailment classifier; a correctness judge "
-                       "needs kind 'llm' or 'exact_match'.")
+                       "needs kind 'llm', 'openai' or 'exact_match'.")
+    if spec_mesh is not None:
+      raise ValueError(f"judge mesh={spec_mesh!r}: {path} is a transformers (torch) NLI classifier, "
+                       "which runs on the host; mesh applies to causal LM judges on our sampler")
     return nli_models.load_nli_judge(path, batch_size=batch_size, **spec)
   default_tokens = 8 if role == "nli" else 32  # a yes/no reply vs a JSON score
-  backend = _sampler_backend(path, spec.pop("max_new_tokens", default_tokens), batch_size)
+  backend = _sampler_backend(path, spec.pop("max_new_tokens", default_tokens), batch_size,
+                             mesh if mesh is not None else judge_mesh(spec_mesh))
   if role == "nli":
     return llm.LLMNLIJudge(backend, **spec)
   return llm.LLMCorrectnessJudge(backend, **spec)
@@ -125,8 +199,8 @@ class LazyJudge:
 
 
 def lazy(spec: Any, role: str = "correctness"):
-  """`spec` as a judge for `role`, built on first use when it names a model (None and judge objects
-  pass through; exact match is built at once: it holds nothing)."""
+  """`spec` as a judge for `role`, built on first use when it names a model or a server (None and
+  judge objects pass through; exact match is built at once: it holds nothing)."""
   if spec is None or callable(spec) or callable(getattr(spec, "entails", None)):
     return spec
   if normalize_spec(spec)["kind"] == "exact_match":

@@ -5,10 +5,13 @@
   LLMCorrectnessJudge  TruthRL's CRAG-style prompt (004 §2.5) or the ARENA / GRACE judge (002 §2.8,
                        000 §6.4); exact match short-circuits the call
 
-A backend is any callable `fn(list[str]) -> list[str]`. Judges build chat messages and render them
-with `backend.render(messages)` when the backend has one (SamplerBackend applies the chat template),
-else by joining the message contents. Replies are parsed without raising; an unreadable reply counts
-as "not entailed" / "not correct" and is tallied in `judge.stats["unparseable"]`.
+A backend is any callable `fn(list[str]) -> list[str]`, or an object with
+`chat(list[messages]) -> list[str]` (judges.openai_api.OpenAIBackend: the messages go to the server
+as messages). Judges build chat messages; for a text backend they render them with
+`backend.render(messages)` when it has one (SamplerBackend applies the chat template), else by joining
+the message contents. Replies are parsed without raising; an unreadable reply counts as "not entailed"
+/ "not correct" and is tallied in `judge.stats["unparseable"]`. A backend that raises (a server that
+times out) makes the judge raise: the reward pool's on_error policy then scores those rows.
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ def render_plain(messages: prompts_lib.Messages) -> str:
 def _run_backend(backend: Backend, messages: list[prompts_lib.Messages], stats) -> list[Any]:
   if not messages:
     return []
-  render = getattr(backend, "render", render_plain)
-  prompts = [render(m) for m in messages]
-  replies = list(backend(prompts))
-  if len(replies) != len(prompts):
-    raise ValueError(f"judge backend {backend!r} returned {len(replies)} replies for {len(prompts)} "
+  if callable(getattr(backend, "chat", None)):
+    replies = list(backend.chat(messages))
+  else:
+    render = getattr(backend, "render", render_plain)
+    replies = list(backend([render(m) for m in messages]))
+  if len(replies) != len(messages):
+    raise ValueError(f"judge backend {backend!r} returned {len(replies)} replies for {len(messages)} "
                      "prompts; it must return one reply per prompt, in order.")
-  stats["judge_calls"] += len(prompts)
+  stats["judge_calls"] += len(messages)
   return replies
 
 
@@ -103,7 +108,10 @@ class LLMNLIJudge(CachedNLI):
     return out
 
 
-_STYLES = {"truthrl": "json_score", "truthrl_reasoning": "json_score", "arena": "robust", "grace": "robust"}
+# Default reply parser per style: the papers' own (004 §2.5 JSON score; GRACE's code counts only an
+# exact "yes", 000 §6.3 / §9 item 27), and the robust first yes/no word for ARENA (its code's
+# substring rule is parser="arena", 002 §2.8).
+_STYLES = {"truthrl": "json_score", "truthrl_reasoning": "json_score", "arena": "robust", "grace": "grace"}
 
 
 class LLMCorrectnessJudge:
@@ -116,23 +124,27 @@ class LLMCorrectnessJudge:
     "grace"    GRACE's prompt with golds joined by newlines, one user message (000 §6.4).
     "truthrl_reasoning"  TruthRL's reasoning-quality judge (004 §2.6): `predictions` are FULL
                responses (think + answer); 1 if any alias gets score 1; never short-circuited by EM.
-  `parser` overrides the reply parser: "robust" (default for arena/grace: first yes/no word), "arena"
-  (ARENA's substring rule), "grace" (GRACE's exact `reply.lower() == "yes"`), "json_score".
+  `parser` overrides the reply parser: "grace" (default for grace: GRACE's exact
+  `reply.lower() == "yes"`, so "Yes." is wrong), "robust" (default for arena: first yes/no word),
+  "arena" (ARENA's substring rule), "json_score" (default for the TruthRL styles).
   Predictions that are empty after strip are wrong without a call (ARENA's code). Rows whose prediction
   exactly matches an alias (SQuAD normalisation) are correct without a call.
-  `examples`: the few-shot block of the TruthRL styles; None uses our short default
-  (judge_prompts.TRUTHRL_EXAMPLES / TRUTHRL_REASONING_EXAMPLES); pass the paper's asset to reproduce it.
+  `examples` / `examples_path`: the few-shot block of the TruthRL styles — a string, or a file holding
+  the paper's block (hash-checked); None for both uses the paper's block from $GJ_TRUTHRL_PROMPTS, or
+  our short default with a warning (judges.prompts.truthrl_examples).
   `stats` counts em_short_circuit, empty, judge_calls, unparseable, cache_hits.
   """
 
   def __init__(self, backend: Backend, *, style: str = "truthrl", parser: str | None = None,
                exact_match_shortcut: bool = True, examples: str | None = None,
-               cache: bool = True):
+               examples_path: str | None = None, cache: bool = True):
     if style not in _STYLES:
       raise ValueError(f"LLMCorrectnessJudge: style={style!r}; choose one of {sorted(_STYLES)}.")
     self.backend, self.style = backend, style
     self._parse = _parser(parser or _STYLES[style])
     self.exact_match_shortcut = exact_match_shortcut and style != "truthrl_reasoning"
+    if style.startswith("truthrl") and examples is None:
+      examples = prompts_lib.truthrl_examples(style, examples_path)
     self.examples = examples
     self._cache: dict[tuple, bool | None] | None = {} if cache else None
     self.stats: collections.Counter[str] = collections.Counter()
@@ -140,11 +152,10 @@ class LLMCorrectnessJudge:
 
   def _messages(self, question: str, golds: list[str], prediction: str) -> prompts_lib.Messages:
     if self.style == "truthrl":
-      return prompts_lib.truthrl_messages(question, golds[0], prediction,
-                                          examples=self.examples or prompts_lib.TRUTHRL_EXAMPLES)
+      return prompts_lib.truthrl_messages(question, golds[0], prediction, examples=self.examples)
     if self.style == "truthrl_reasoning":
-      return prompts_lib.truthrl_reasoning_messages(
-          question, golds[0], prediction, examples=self.examples or prompts_lib.TRUTHRL_REASONING_EXAMPLES)
+      return prompts_lib.truthrl_reasoning_messages(question, golds[0], prediction,
+                                                    examples=self.examples)
     if self.style == "arena":
       return prompts_lib.arena_messages(question, golds, prediction)
     return prompts_lib.grace_messages(question, golds, prediction)

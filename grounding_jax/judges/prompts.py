@@ -4,8 +4,10 @@ A prompt and the parser of its reply are one wire format, so they live together.
 messages (lists of {"role", "content"} dicts); `judges.llm` renders them for a backend.
 
 Sources (../shared/papers/):
-  - ARENA Table 8 / `src/gpt_eval.py` (002 §2.8) — also GRACE's evaluation judge (000 §6.4).
-  - TruthRL's CRAG-style outcome judge (004 §2.5): the 9-step INSTRUCTIONS verbatim from the notes.
+  - ARENA Table 8 / `src/gpt_eval.py` (002 §2.8) — also GRACE's evaluation judge (000 §6.4), whose
+    code counts a reply correct only when it is exactly "yes" (000 §6.3, §9 item 27).
+  - TruthRL's CRAG-style outcome judge (004 §2.5) and reasoning judge (004 §2.6): the INSTRUCTIONS
+    verbatim from the notes. Their few-shot blocks are not in the notes (see TRUTHRL_EXAMPLES below).
   - An entailment question for LLM-as-NLI (ours; the papers use TRUE T5 for NLI, 001 §6.2).
 
 Parsers never raise: they return True / False, or None when the reply cannot be read.
@@ -13,7 +15,11 @@ Parsers never raise: they return True / False, or None when the reply cannot be 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
+import pathlib
 import re
 from typing import Sequence
 
@@ -79,11 +85,24 @@ TRUTHRL_INSTRUCTIONS = """Assume you are a human expert in grading predictions g
 ### Output a JSON blob with an "explanation" field explaining your answer as short as possible and an "score" field with value 1 or 0. 
 """
 
-# Few-shot block. The paper's asset is CRAG's ~36 examples with TruthRL's edits (004 §2.5); it is not
-# in our notes, so this default is OUR short set written from the behaviours the notes list (no answer
-# → 0, false premise stated → 1, self-contradiction → 0, abbreviation → 1, rounding → 1 / 0, set
-# answers need the same items, concise summary → 1, date format mismatch → 0). For an exact
-# reproduction pass the paper's string as `examples=` (e.g. read from a versioned file).
+# Few-shot blocks. The paper's outcome block is CRAG's IN_CONTEXT_EXAMPLES with TruthRL's edits: 36
+# examples, 9,478 characters (004 §2.5); its reasoning block has 3 traces (004 §2.6). The notes
+# describe them but do not hold their text, and the text ships only with the authors' code
+# (CC-BY-NC 4.0), so it is not copied here. The judges use the paper's block when it is supplied as
+# a file — the judge option `examples_path=`, or the files `truthrl_examples.txt` /
+# `truthrl_reasoning_examples.txt` in the folder $GJ_TRUTHRL_PROMPTS — each holding exactly the string
+# `IN_CONTEXT_EXAMPLES` / `IN_CONTEXT_EXAMPLES_REASONING` of TruthRL's `evaluation/prompts.py` (UTF-8,
+# nothing added). Its SHA-256 (of the authors' string, computed from their release) is checked, so a
+# wrong or edited file is refused. Without it, OUR short sets below stand in, with a warning.
+TRUTHRL_EXAMPLES_SHA256 = "1279e02a64e4c1a21a4f6115c84af1615f7797c426a4500555d6a82b34bdb658"
+TRUTHRL_REASONING_EXAMPLES_SHA256 = "c409de78e69264ab6dff444f6ee9379d590812da9e774c22c900497e4cf8ce45"
+PAPER_EXAMPLES_ENV = "GJ_TRUTHRL_PROMPTS"
+_PAPER_FILES = {"truthrl": ("truthrl_examples.txt", TRUTHRL_EXAMPLES_SHA256),
+                "truthrl_reasoning": ("truthrl_reasoning_examples.txt", TRUTHRL_REASONING_EXAMPLES_SHA256)}
+
+# OUR short outcome set, written from the behaviours 004 §2.5 lists (no answer → 0, false premise
+# stated → 1, self-contradiction → 0, abbreviation → 1, rounding → 1 / 0, set answers need the same
+# items, concise summary → 1, date format mismatch → 0).
 TRUTHRL_EXAMPLES = """You should make the judgment based on provided examples.
 Examples:
 Question: "which river is longer, the danube or the rhine?"
@@ -153,8 +172,8 @@ TRUTHRL_REASONING_INSTRUCTIONS = """Assume you are a human expert in evaluating 
 ### Output a JSON blob with an "explanation" field explaining your answer as short as possible and a "score" field with value 1 or 0.
 """
 
-# The paper's 3 few-shot traces are not in our notes; these are OUR short examples of the two
-# behaviours the notes name (an unsupported guess scores 0; precise, relevant reasoning scores 1).
+# OUR short reasoning set (the paper's 3 traces: see above), of the two behaviours 004 §2.6 names (an
+# unsupported guess scores 0; precise, relevant reasoning scores 1).
 TRUTHRL_REASONING_EXAMPLES = """You should make the judgment based on provided examples.
 Examples:
 Question: "how many moons does mars have?"
@@ -174,6 +193,48 @@ def truthrl_reasoning_messages(question: str, gold: str, response: str, *,
   """TruthRL's reasoning judge layout (004 §2.6): the FULL response (think + answer) is judged."""
   return [{"role": "system", "content": TRUTHRL_REASONING_INSTRUCTIONS + "\n" + examples},
           {"role": "user", "content": f"Question: {question}\n Ground Truth: {gold}\n Reasoning: {response}\n"}]
+
+
+def read_paper_examples(path: str | os.PathLike, style: str = "truthrl") -> str:
+  """The paper's few-shot block for `style` ("truthrl" | "truthrl_reasoning") from a UTF-8 file,
+  checked against the SHA-256 of the authors' string.
+
+  Raises:
+    FileNotFoundError: no such file. ValueError: its SHA-256 differs (names the file and both hashes).
+  """
+  name, want = _PAPER_FILES[style]
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"{path}: no such file; it should hold TruthRL's few-shot block for the "
+                            f"{style!r} judge (see judges/prompts.py, {name})")
+  text = path.read_bytes().decode("utf-8")
+  got = hashlib.sha256(text.encode("utf-8")).hexdigest()
+  if got != want:
+    raise ValueError(f"{path}: SHA-256 {got} is not that of TruthRL's {style!r} few-shot block "
+                     f"({want}); the file must hold exactly the authors' string (UTF-8, no added "
+                     "newline or BOM)")
+  return text
+
+
+_warned_short_examples: set[str] = set()
+
+
+def truthrl_examples(style: str = "truthrl", examples_path: str | os.PathLike | None = None) -> str:
+  """The few-shot block a TruthRL-style judge uses: the paper's (from `examples_path`, else from
+  $GJ_TRUTHRL_PROMPTS/<file> when that variable is set), else our short set, with a warning once."""
+  if style not in _PAPER_FILES:
+    raise ValueError(f"truthrl_examples: style={style!r}; use one of {sorted(_PAPER_FILES)}")
+  if examples_path:
+    return read_paper_examples(examples_path, style)
+  folder = os.environ.get(PAPER_EXAMPLES_ENV)
+  if folder:
+    return read_paper_examples(pathlib.Path(folder) / _PAPER_FILES[style][0], style)
+  if style not in _warned_short_examples:
+    _warned_short_examples.add(style)
+    logging.warning("the %s judge uses OUR short few-shot examples, not the paper's block "
+                    "(004 §2.5/§2.6); for an exact reproduction give examples_path= or $%s "
+                    "(see grounding_jax/judges/prompts.py)", style, PAPER_EXAMPLES_ENV)
+  return TRUTHRL_EXAMPLES if style == "truthrl" else TRUTHRL_REASONING_EXAMPLES
 
 
 # --- LLM as NLI judge ---------------------------------------------------------------------------------

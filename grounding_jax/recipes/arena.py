@@ -93,6 +93,25 @@ def _default(ex: Example) -> base.Messages:
                                                  references=references(ex.passages))}]
 
 
+# SFT-direct's prompt (Appendix D, note §8): "concatenate the input question with all retrieved
+# paragraphs (in their original order) and instruct the model to output a short answer without any
+# intermediate reasoning or evidence selection". Its text is not given (note §9 item 17) [DECISION]:
+# question, references as ARENA numbers them, then the answer line of ARENA's own prompt.
+DIRECT_PROMPT = (
+    "{question}\n"
+    "\n"
+    "{references}\n"
+    "\n"
+    "Answer the question based on the references. Answer with ONLY a short phrase or single word. "
+    "No explanations."
+)
+
+
+def _direct(ex: Example) -> base.Messages:
+  return [{"role": "user", "content": base.fill(DIRECT_PROMPT, question=ex.question,
+                                                 references=references(ex.passages))}]
+
+
 # ------------------------------------------------------------------------------- parser (note §3.3)
 # `src/rewards.py`: no "<" inside sections, nothing before <relevance>, and MULTILINE "$" tolerates
 # text on lines after </answer>. re.match anchors at 0 and [^<]* cannot backtrack into a tag: linear.
@@ -244,7 +263,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
 class Arena(base.Recipe):
   name = "arena"
   paper = "ARENA (seed 002, note 002)"
-  templates = {"default": _default}
+  templates = {"default": _default, "direct": _direct}
   eval_decoding = base.Decoding(temperature=0.9, top_p=1.0, max_new_tokens=1024)  # src/vllm_inference.py
   headline_metric = "em"
   metric_columns = ("em", "f1", "lj", "format_score", "relevance_score")
@@ -260,6 +279,26 @@ class Arena(base.Recipe):
 
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
+
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """style "default": the SFT-reasoning target layout of `src/datamaker_sft.py` (note §2.7) —
+    `<relevance>\\n[ids]\\n</relevance>\\n\\n<analysis>\\n…\\n</analysis>\\n\\n<answer>\\n…\\n</answer>`
+    with ids `str(sorted(set(gold_passage_ids)))`; the paper's analysis is the backbone's own trace
+    (Table 9 prompt), which needs a model, so ours [DECISION] names each reference and the gold
+    evidence it states. style "direct": SFT-direct's target, the short answer alone (note §8)."""
+    self._check_style(style, ("default", "direct"))
+    answer_ = base.gold_answer(self.name, example)
+    if style == "direct":
+      return answer_
+    if not example.gold_passage_ids:
+      raise ValueError(f"recipe 'arena' gold completion: example id={example.id!r} has no "
+                       "gold_passage_ids; ARENA's target names the supporting references (its data "
+                       "are answerable items: stage data.answerable_ratio=1.0).")
+    claims = " ".join(f"Reference {', '.join(map(str, ids))} states that {s}" if ids else s
+                      for ids, s in base.gold_support(example))
+    analysis = base.no_angle_brackets(f"{claims} So the answer is {answer_}.")
+    return (f"<relevance>\n{sorted(set(example.gold_passage_ids))}\n</relevance>\n\n"
+            f"<analysis>\n{analysis}\n</analysis>\n\n<answer>\n{base.no_angle_brackets(answer_)}\n</answer>")
 
 
 RECIPES = {"arena": Arena()}

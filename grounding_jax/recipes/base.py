@@ -8,8 +8,12 @@ paper's main table), the decoding its paper evaluates with, and how its rollouts
 
 The RL trainer reads all of this through `get_recipe(name)` and never names a recipe itself.
 
+A recipe also writes the gold completion of an example in its own format (`gold_completion`): the
+target of its paper's SFT baseline, used by sft/data.py to build SFT rows from Examples.
+
 Shared pieces for the recipe files: `fill` (template placeholders), `render` (chat template),
-`Decoding`, `RewardFn` and the example checks every reward uses.
+`Decoding`, `RewardFn`, the example checks every reward uses, and what a gold completion is built
+from (`has_answer_in_context`, `gold_answer`, `gold_support`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models.tokenizer import render_chat
 from grounding_jax.sampling import rollout as rollout_lib
@@ -205,6 +210,51 @@ def check_aligned(completions: Sequence[Any], examples: Sequence[Example]) -> No
     raise ValueError(f"{len(completions)} completions for {len(examples)} examples.")
 
 
+# ------------------------------------------------------------------------------- gold completions
+
+def has_answer_in_context(example: Example) -> bool:
+  """Do the example's passages hold its answer? `answerable` when set, else whether it has gold
+  evidence or gold passages (GRACE's rule for unlabelled rows, note 000 §3.3)."""
+  if example.answerable is not None:
+    return bool(example.answerable)
+  return bool(any(e for e in example.evidence) or example.gold_passage_ids)
+
+
+def gold_answer(recipe: str, example: Example) -> str:
+  """The example's first gold answer (the papers' SFT targets state one answer)."""
+  answers = [a for a in example.answers if isinstance(a, str) and a.strip()]
+  if not answers:
+    raise ValueError(f"recipe {recipe!r} gold completion: example id={example.id!r} has no answers; "
+                     "an SFT target states the gold answer — fix or drop the row.")
+  return answers[0]
+
+
+def gold_support(example: Example, max_citations: int = 3) -> list[tuple[tuple[int, ...], str]]:
+  """(1-based passage positions, sentence) for each gold evidence sentence, in order.
+
+  A sentence cites the gold passages that contain it (else any passage that does, else the first gold
+  passage), at most `max_citations`. Without gold evidence, each gold passage's text stands for it.
+  Empty when the example has neither (an unanswerable context).
+  """
+  sentences = [s for e in example.evidence if isinstance(e, str) and e.strip()
+               for s in (text.split_sentences(e) or [e.strip()])]
+  out = []
+  for sentence in sentences:
+    found = [i + 1 for i, p in enumerate(example.passages) if sentence in p.text]
+    ids = [i for i in found if i in example.gold_passage_ids] or found or list(example.gold_passage_ids[:1])
+    out.append((tuple(ids[:max_citations]), sentence))
+  if not out:
+    out = [((i,), example.passages[i - 1].text.strip()) for i in example.gold_passage_ids
+           if 0 < i <= len(example.passages)]
+  return out
+
+
+def no_angle_brackets(s: str) -> str:
+  """`s` with "<" and ">" replaced by "‹" / "›": for tag formats whose sections forbid "<" (ARENA's
+  and the naive baseline's `[^<]*` regexes), so quoted passage text cannot break the format."""
+  return s.replace("<", "\u2039").replace(">", "\u203a")
+
+
 # ------------------------------------------------------------------------------------------ recipes
 
 class Recipe(abc.ABC):
@@ -269,6 +319,25 @@ class Recipe(abc.ABC):
   def evaluate(self, completions: Sequence[str], examples: Sequence[Example],
                **kwargs: Any) -> dict[str, Any]:
     """The paper's evaluation numbers for `completions[i]` answering `examples[i]`."""
+
+  # --- supervised targets
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """The completion this recipe's format gives `example`: the gold answer (and evidence or
+    citations, as the format asks), or the recipe's abstention when the context lacks the answer.
+    It is the target of the paper's SFT baseline where the paper states one (each recipe cites its
+    note; where it does not, the recipe file says what it chose). `style` names another target a
+    paper's baselines use (e.g. ARENA's "direct"); sft/data.py builds SFT rows from it.
+
+    Raises:
+      ValueError: an unknown style, or an example that lacks what the target states (its answers).
+    """
+    raise NotImplementedError(f"recipe {self.name!r} defines no gold completion, so SFT rows cannot "
+                              "be built from it (sft data.kind='recipe'); use data.kind='jsonl'")
+
+  def _check_style(self, style: str, styles: Sequence[str] = ("default",)) -> None:
+    if style not in styles:
+      raise ValueError(f"recipe {self.name!r} has no gold completion style {style!r}; known: "
+                       f"{list(styles)}")
 
   # --- rollouts
   def check_rollout_options(self, options: Mapping[str, Any]) -> None:

@@ -401,5 +401,24 @@ class Grace(base.Recipe):
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
 
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """GRACE's SFT-baseline targets (App. B.3; note §8, §A.5): `<evidence>gold evidence</evidence>
+    <answer>gold answer</answer>`, or verbatim `<llm> The question is unanswerable </llm><answer>
+    Unanswerable </answer>` on the <llm> path (the reward's gold path). The paper's spacing of the
+    evidence target is garbled [DECISION: no padding]; several evidence strings (annotators'
+    paragraphs or separate sentences) are joined by a space, as HotpotQA's supporting sentences are;
+    without gold evidence, the gold passages' texts stand in [DECISION]."""
+    self._check_style(style)
+    evidence = [e.strip() for e in example.evidence if isinstance(e, str) and e.strip()]
+    answerable = example.answerable if example.answerable is not None else bool(evidence)
+    if not answerable:
+      return SFT_UNANSWERABLE_TARGET
+    if not evidence:
+      evidence = [sentence for _, sentence in base.gold_support(example)]
+    answer_ = base.gold_answer(self.name, example)
+    return f"<evidence>{' '.join(evidence)}</evidence><answer>{answer_}</answer>"
+
+
+SFT_UNANSWERABLE_TARGET = "<llm> The question is unanswerable </llm><answer> Unanswerable </answer>"
 
 RECIPES = {"grace": Grace()}

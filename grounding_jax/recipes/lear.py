@@ -333,6 +333,23 @@ class Lear(base.Recipe):
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
 
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """LEAR's extractor output `<reason>…</reason><extract>…</extract>` (Table 10; it stops at
+    "</extract>"; the answer comes from the separate passes). LEAR has no SFT warm-up (note §7); its
+    pilot SFT used DeepSeek-R1 traces (note §7, §10.1), so the target is ours [DECISION]: the
+    extract is the gold evidence (the rational evidence an answer follows from), and the reason says
+    which passage states each sentence and what it answers, so it is longer than the extract as the
+    length reward asks (Eq. 6). Without the answer in the passages the extract says so."""
+    self._check_style(style)
+    if not base.has_answer_in_context(example):
+      return (f"<reason>The question asks: {example.question} None of the passages states the "
+              "answer.</reason><extract>None of the passages answers the question.</extract>")
+    answer_ = base.gold_answer(self.name, example)
+    support = base.gold_support(example)
+    steps = " ".join(f"Passage {ids[0]} states that {s}" if ids else s for ids, s in support)
+    return (f"<reason>The question asks: {example.question} {steps} So the answer is {answer_}."
+            f"</reason><extract>{' '.join(s for _, s in support)}</extract>")
+
   def check_rollout_options(self, options: Mapping[str, Any]) -> None:
     lear_rollout.LearOptions.from_config(options)  # unknown fields and bad values raise, named
 

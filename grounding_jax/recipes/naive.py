@@ -119,5 +119,17 @@ class Naive(base.Recipe):
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
 
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """`<think>…</think>\\n<answer>gold answer</answer>`. The baseline has no SFT target in the paper
+    (ARENA note §8) [DECISION]: the think names the references that state the gold evidence; with
+    none (the baseline has no abstention) it says the answer is recalled."""
+    self._check_style(style)
+    answer_ = base.gold_answer(self.name, example)
+    support = base.gold_support(example) if base.has_answer_in_context(example) else []
+    reason = (" ".join(f"Reference {ids[0]} states that {s}" if ids else s for ids, s in support)
+              or "The references do not state it; the answer is recalled.")
+    think = base.no_angle_brackets(f"{reason} So the answer is {answer_}.")
+    return f"<think>{think}</think>\n<answer>{base.no_angle_brackets(answer_)}</answer>"
+
 
 RECIPES = {"naive": Naive()}

@@ -341,5 +341,47 @@ class Trust(base.Recipe):
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
 
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """Ground-GRPO's format (note §2.1): `<think>…</think><answer>…</answer>` whose answer is
+    statements citing their documents as `[n][m]` before the period, or Trust-Score's refusal
+    sentence when the documents lack the answer. The paper's SFT data are Trust-Align's GPT-4
+    answers (note §5, [EXT-TA]), which have no <think> and cannot be rebuilt offline, so [DECISION]:
+    the statements are the gold evidence sentences citing the passages that hold them
+    (base.gold_support); without evidence, each gold answer cites the documents whose
+    meta["answers_found"] flag it (else the gold passages); QAMPARI answers are one cited item per
+    gold answer, comma-separated; ELI5 / ExpertQA state the gold claims. The think names the cited
+    documents."""
+    self._check_style(style)
+    if not base.has_answer_in_context(example):
+      return ("<think>None of the documents contains the answer.</think>"
+              f"<answer>{text.REFUSAL_SENTENCE}</answer>")
+    base.gold_answer(self.name, example)  # raises when there are no answers
+    dataset = (example.meta or {}).get("dataset", "asqa")
+    gold_ids = tuple(example.gold_passage_ids[:3])
+    found = (example.meta or {}).get("answers_found")
+    statements: list[tuple[tuple[int, ...], str]] = []
+    if dataset in _CLAIM_DATASETS:
+      statements = [(gold_ids, a.strip()) for a in example.answers if a.strip()]
+    elif dataset == "qampari" or not any(e for e in example.evidence):
+      groups = (example.meta or {}).get("answer_groups") or [[a] for a in example.answers]
+      for g, group in enumerate(groups):  # answers_found flags are per gold group (note §9 A8)
+        docs = tuple(d + 1 for d, flags in enumerate(found or [])
+                     if isinstance(flags, (list, tuple)) and g < len(flags) and flags[g])
+        statements.append(((docs or gold_ids)[:1 if dataset == "qampari" else 3], group[0].strip()))
+    else:
+      statements = base.gold_support(example)
+
+    def cite(ids: tuple[int, ...]) -> str:
+      return "".join(f"[{i}]" for i in ids)
+
+    if dataset == "qampari":
+      answer_ = ", ".join(f"{s} {cite(ids)}".strip() for ids, s in statements) + "."
+    else:
+      answer_ = " ".join(f"{s.rstrip().rstrip('.')} {cite(ids)}".rstrip() + "." for ids, s in statements)
+    cited = sorted({i for ids, _ in statements for i in ids})
+    think = (f"Documents {cite(tuple(cited))} state the answer." if cited
+             else "The answer follows from the documents.")
+    return f"<think>{think}</think><answer>{answer_}</answer>"
+
 
 RECIPES = {"trust_stage1": Trust(1), "trust_stage2": Trust(2)}

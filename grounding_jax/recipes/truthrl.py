@@ -12,8 +12,14 @@ Each completion is classified (note §3.4, the authors' order of checks):
   3. contains "invalid question" → INVALID_Q (invalid_question="penalize", the training code), or,
      with "gold", only when no gold alias contains it (the evaluation code);
   4. normalised exact match with a gold alias → CORRECT (short-circuits the judge);
-  5. otherwise the correctness judge decides CORRECT / INCORRECT; with judge=None, INCORRECT.
+  5. otherwise the correctness judge decides CORRECT / INCORRECT.
 All judge queries of a batch go in ONE call `judge(questions, predictions, golds) -> bool[N]`.
+
+The judge is a required reward option (`judge=`): the paper's verifier is an LLM judge
+(Llama-3.3-70B-Instruct behind an OpenAI-compatible server, note §2.5, §3.2), and Table 5 (note §7.5)
+shows that training with string matching instead collapses to ~96 % abstention. Exact match must be
+asked for (judge=dict(kind="exact_match") or "exact_match"; step 4 is then the whole verifier) and is
+logged as a warning that cites that result.
 
 Rewards: ternary +1 / abstain_reward (0) / −1; binary +1 / −1; knowledge-enhanced: on
 out-of-knowledge questions (example.meta["ook"] True) +1 for ABSTAIN and −1 for anything else (even a
@@ -27,6 +33,7 @@ r_out + λ·r_reason (λ = 0.5), conditional r_out·r_reason if r_out = 1 else r
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 import numpy as np
@@ -102,12 +109,29 @@ OUTCOMES = ("correct", "abstain", "incorrect", "no_box", "invalid_question")
 _SCHEMES = ("ternary", "binary", "knowledge_enhanced")
 
 
+_EXACT_MATCH_WARNING = (
+    "TruthRL with an exact-match verifier (judge kind 'exact_match'): the paper reports that training "
+    "with a string-matching verifier collapses to T = -3.6, H = 3.6, i.e. ~96 %% abstention and ~0 %% "
+    "accuracy (TruthRL Table 5, note 004 §7.5), and it evaluates with an LLM judge (Table 6). For the "
+    "paper's setting give %s=dict(kind='openai', base_url=..., model='meta-llama/Llama-3.3-70B-Instruct'"
+    ") or dict(kind='llm', path=FOLDER).")
+_JUDGE_OPTION = "config.reward.functions[i].options.judge"
+_warned_exact_match = False
+
+
+def _warn_exact_match() -> None:
+  global _warned_exact_match
+  if not _warned_exact_match:
+    _warned_exact_match = True
+    logging.warning(_EXACT_MATCH_WARNING, _JUDGE_OPTION)
+
+
 class TruthRLReward(base.RewardFn):
   """TruthRL outcome reward. Range [−1, 1] (ternary with abstain_reward in [−1, 1]).
 
   Options: scheme ("ternary" | "binary" | "knowledge_enhanced"), base_scheme (the scheme on non-OOK
-  questions under knowledge_enhanced), judge (a CorrectnessJudge, a judge spec for judges.build, or
-  None = exact match only),
+  questions under knowledge_enhanced), judge (required: a CorrectnessJudge, or a judge spec for
+  judges.build such as dict(kind="openai", ...), dict(kind="llm", path=...) or "exact_match"),
   abstain_reward (0; the v2 sweep used −0.5 / 0 / +0.5), invalid_question ("penalize" | "gold"),
   box ("last" | "first" | "first_regex"; see text.tags.extract_boxed).
   Components: one 0/1 column per outcome in OUTCOMES.
@@ -130,11 +154,21 @@ class TruthRLReward(base.RewardFn):
     if reasoning not in (None, "multiplicative", "additive", "conditional"):
       raise ValueError(f"truthrl: reasoning={reasoning!r}; use None, 'multiplicative', 'additive' "
                        "or 'conditional'.")
+    if judge is None or judge == "" or judge == {}:
+      raise ValueError(
+          "reward 'truthrl' needs a correctness judge: set the reward option judge= "
+          f"({_JUDGE_OPTION}), e.g. dict(kind='openai', base_url='http://judge:8000/v1', "
+          "model='meta-llama/Llama-3.3-70B-Instruct', style='truthrl') (the paper's verifier), "
+          "dict(kind='llm', path=FOLDER, style='truthrl') on our sampler, or dict(kind='exact_match') "
+          "(string matching; the paper's Table 5 shows training with it collapses to ~96 % abstention).")
     judge = judges.lazy(judge, role="correctness")  # a spec from a config: loaded on first use
-    if judge is not None and not callable(judge):
-      raise ValueError("truthrl: judge must be callable(questions, predictions, golds) -> bool[N], a "
-                       "judge spec such as dict(kind='llm', path=FOLDER, style='truthrl'), or None "
-                       "(exact match only).")
+    if not callable(judge):
+      raise ValueError("truthrl: judge must be callable(questions, predictions, golds) -> bool[N] or a "
+                       "judge spec such as dict(kind='llm', path=FOLDER, style='truthrl').")
+    # Exact match is the recipe's own step 4; the judge then adds nothing and is not called.
+    self.exact_match_only = isinstance(judge, judges.ExactMatchJudge)
+    if self.exact_match_only:
+      _warn_exact_match()
     self.scheme, self.base_scheme, self.judge = scheme, base_scheme, judge
     self.abstain_reward, self.invalid_question, self.box = float(abstain_reward), invalid_question, box
     self.reasoning, self.reasoning_weight = reasoning, float(reasoning_weight)
@@ -187,7 +221,7 @@ class TruthRLReward(base.RewardFn):
         queries.append((i, pred))
         outcome = "incorrect"
       outcomes.append(outcome)
-    if queries and self.judge is not None:
+    if queries and not self.exact_match_only:
       idx = [i for i, _ in queries]
       verdicts = base.check_judge_output(
           self.name, "judge",
@@ -252,13 +286,17 @@ def truthfulness(correct: Sequence[bool], abstained: Sequence[bool], *,
 
 def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=None,
              weights: tuple[float, float, float] = (1.0, 0.0, 1.0)) -> dict[str, Any]:
-  """TruthRL's Acc / Unc / Hall / T in % (evaluation policy: a gold "invalid question" counts)."""
+  """TruthRL's Acc / Unc / Hall / T in % (evaluation policy: a gold "invalid question" counts).
+
+  `judge`: a CorrectnessJudge or spec (the paper: an LLM judge); None scores by exact match alone
+  (reported as "judge": "exact_match")."""
   base.check_aligned(completions, examples)
-  judge = judges.build(judge, role="correctness")
-  comp = TruthRLReward(judge=judge, invalid_question="gold")(list(completions), list(examples))
+  judge = judges.build(judge if judge is not None else "exact_match", role="correctness")
+  reward = TruthRLReward(judge=judge, invalid_question="gold")
+  comp = reward(list(completions), list(examples))
   out = truthfulness(comp["correct"] == 1, comp["abstain"] == 1, weights=weights)
   out["no_box_rate"] = 100.0 * float(comp["no_box"].mean()) if len(completions) else 0.0
-  out["judge"] = "llm" if judge is not None else "exact_match"
+  out["judge"] = "exact_match" if reward.exact_match_only else "llm"
   return out
 
 
@@ -283,6 +321,21 @@ class TruthRL(base.Recipe):
 
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
+
+  def gold_completion(self, example: Example, *, style: str = "default") -> str:
+    """TruthRL's SFT baseline target: `<think>…</think>` then `\\boxed{gold answer}`, or
+    `\\boxed{I don't know}` when the context lacks the answer or the question is out of the model's
+    knowledge (meta["ook"]: R-Tuning's relabelling). The paper says only "the ground-truth response"
+    (note §8); note §9 item 15 [DECISION] fixes this layout with an empty or short think. Ours cites
+    the documents that state the gold evidence, as the prompt numbers them (`Document [i]`)."""
+    self._check_style(style)
+    if not base.has_answer_in_context(example) or (example.meta or {}).get("ook") is True:
+      return ("<think>None of the documents states the answer to the question.</think>\n"
+              "\\boxed{I don't know}")
+    answer_ = base.gold_answer(self.name, example)
+    facts = " ".join(f"Document [{ids[0]}] states: {s}" if ids else s
+                     for ids, s in base.gold_support(example))
+    return f"<think>{facts} So the answer is {answer_}.</think>\n\\boxed{{{answer_}}}"
 
 
 RECIPES = {"truthrl": TruthRL()}

@@ -156,7 +156,21 @@ def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Seque
 
 def reward_functions(view: ml_collections.ConfigDict, policy_path: str = "") -> RewardSpec:
   """[(name, weight, RewardFn)] of a stage view's config.reward.functions (`policy_path` resolves
-  tokenizer="policy" options; default config.model.path)."""
+  tokenizer="policy" options; default config.model.path).
+
+  Raises:
+    ValueError: a judge spec puts a model on a mesh (`mesh=`) while rewards are scored in worker
+      processes: the judge must share the trainer process's devices (reward.num_workers=0).
+  """
+  for i, f in enumerate(view.reward.functions):
+    for key, value in dict(f.get("options", {})).items():
+      mesh = value.get("mesh") if hasattr(value, "get") else None
+      if mesh and value.get("kind") in ("llm", "nli") and view.reward.num_workers > 0:
+        mesh = mesh.to_dict() if hasattr(mesh, "to_dict") else mesh
+        raise ValueError(f"config.reward.functions[{i}].options.{key}.mesh={mesh!r} "
+                         f"shards the judge over the trainer's devices, but reward.num_workers="
+                         f"{view.reward.num_workers} scores rewards in worker processes, which cannot "
+                         "share them; set --config.reward.num_workers=0 (or drop the judge's mesh)")
   policy_path = policy_path or policy_folder(view)
   return [(f.name, float(f.weight),
            recipes.get_reward(f.name, **reward_options(f.get("options", {}), policy_path)))

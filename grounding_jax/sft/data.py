@@ -1,5 +1,12 @@
 """SFT rows: a context and the target the model learns to write after it.
 
+Rows come from `config.data.kind`:
+  "jsonl"   a JSONL file of rows (below), `data.path`
+  "recipe"  Examples (the synthetic world, or a JSONL of Examples at `data.path`; `data.source`)
+            and a recipe (`data.recipe`): the prompt is the recipe's prompt (`data.template`) as chat
+            messages, the target its gold completion (`data.target`, Recipe.gold_completion) — a
+            paper's SFT-baseline target in that recipe's format.
+
 A JSONL row is one of
   {"prompt": str, "target": str}
   {"messages": [{"role": str, "content": str}, ...], "target": str}
@@ -22,9 +29,14 @@ from typing import Any, Mapping, Optional, Sequence
 
 import ml_collections
 
+from grounding_jax import recipes
+from grounding_jax.data import jsonl as examples_jsonl
+from grounding_jax.data import synthetic
+from grounding_jax.data.schema import Example
 from grounding_jax.models import tokenizer as tokenizer_lib
 
-KINDS = ("jsonl",)
+KINDS = ("jsonl", "recipe")
+SOURCES = ("synthetic", "jsonl")  # where data.kind="recipe" reads its Examples
 _MISSING = object()  # a field absent from a row (None is a JSON value: null)
 _ROW_SHAPE = ('each row is {"prompt": str, "target": str} or '
               '{"messages": [{"role": str, "content": str}, ...], "target": str}')
@@ -40,10 +52,59 @@ class SFTRow:
 
 
 def load_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
-  """The rows of config.data by its `kind` (today "jsonl": the file at data.path)."""
+  """The rows of config.data by its `kind` ("jsonl": the file at data.path; "recipe": recipe_rows)."""
   if data.kind == "jsonl":
     return read_jsonl(data.path)
+  if data.kind == "recipe":
+    return recipe_rows(data)
   raise ValueError(f"config.data.kind={data.kind!r}; expected one of {KINDS}")
+
+
+def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
+  """(Examples, where they came from) for data.kind="recipe": data.source "synthetic"
+  (num_examples, seed, answerable_ratio) or "jsonl" (the Examples file at data.path)."""
+  if data.source == "synthetic":
+    examples = synthetic.generate_examples(int(data.num_examples), seed=int(data.seed),
+                                           answerable_ratio=float(data.answerable_ratio))
+    return examples, f"synthetic(seed={data.seed})"
+  if data.source == "jsonl":
+    if not data.path:
+      raise ValueError("config.data.source='jsonl' needs config.data.path: a JSONL file of Examples "
+                       "(launch/build_data.py writes them)")
+    if not pathlib.Path(data.path).is_file():
+      raise FileNotFoundError(f"{data.path}: no such Examples file (config.data.path)")
+    examples = list(examples_jsonl.read_examples(data.path))
+    if data.num_examples:
+      examples = examples[:int(data.num_examples)]
+    return examples, str(data.path)
+  raise ValueError(f"config.data.source={data.source!r}; expected one of {SOURCES}")
+
+
+def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
+  """One row per Example: `messages` = the recipe's prompt (template data.template), `target` = its
+  gold completion (style data.target).
+
+  Raises:
+    ValueError: an unknown recipe, template or target style, no Examples, or an Example the target
+      cannot be written for (named by source, position and id).
+  """
+  if not data.recipe:
+    raise ValueError(f"config.data.kind='recipe' needs config.data.recipe, one of "
+                     f"{recipes.available_recipes()}")
+  recipe = recipes.get_recipe(data.recipe)
+  examples, source = load_examples(data)
+  if not examples:
+    raise ValueError(f"{source}: no Examples to build SFT rows from")
+  rows = []
+  for i, ex in enumerate(examples):
+    where = f"{source} example {i + 1} (id={ex.id!r})"
+    try:
+      target = recipe.gold_completion(ex, style=data.target)
+      messages = recipe.messages(ex, template=data.template)
+    except (ValueError, TypeError, NotImplementedError) as e:
+      raise ValueError(f"{where}: {e}") from None
+    rows.append(SFTRow(target=target, messages=tuple(dict(m) for m in messages), where=where))
+  return rows
 
 
 def read_jsonl(path: str | os.PathLike) -> list[SFTRow]:

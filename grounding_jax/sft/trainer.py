@@ -44,8 +44,16 @@ def default_config() -> ml_collections.ConfigDict:
       remat_policy="full",        # "full" | "save_dots" (see rl/config.py)
   ))
   c.data = ml_collections.ConfigDict(dict(
-      kind="jsonl",               # "jsonl": rows {prompt | messages, target} from `path` (sft/data.py)
-      path="",
+      kind="jsonl",               # "jsonl": rows {prompt | messages, target} from `path` (sft/data.py);
+                                  # "recipe": the recipe's prompt + gold completion of Examples
+      path="",                    # the rows file ("jsonl"), or the Examples file (source "jsonl")
+      recipe="",                  # kind "recipe": a recipe name (grounding_jax.recipes)
+      source="synthetic",         # kind "recipe": "synthetic" (the offline world) or "jsonl" (path)
+      template="default",         # kind "recipe": the recipe's prompt template
+      target="default",           # kind "recipe": the gold completion's style (ARENA: "direct")
+      num_examples=256,           # kind "recipe": synthetic Examples (0 = all of a JSONL)
+      seed=0,                     # kind "recipe": the synthetic world's seed
+      answerable_ratio=0.5,       # kind "recipe": synthetic questions answerable from their passages
       prompt_as_user_turn=False,  # True: wrap a row's "prompt" as one user turn of the chat template
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 template switch
       max_prompt_tokens=1024,     # longer prompts lose tokens on the left

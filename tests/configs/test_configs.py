@@ -48,6 +48,11 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
         with pytest.raises(ValueError, match="nli"):
           get_reward(fn.name, **options)
         continue
+      if fn.name.startswith("truthrl") and arg is None and path.stem == "truthrl":
+        # The paper's served judge: its URL must be given, and the reward names the flag.
+        with pytest.raises(ValueError, match=r"base_url=.*options\.judge\.base_url"):
+          get_reward(fn.name, **options)
+        continue
       assert callable(get_reward(fn.name, **options))
   if arg == "runlocal":
     assert c.model.path == "smollm2" and all(st.data.kind == "synthetic" for st in c.stages)
@@ -103,3 +108,25 @@ def test_trust_instruct_variant_reads_the_templates_empty_think_block():
     assert (out["tag_count"][0], out["format"][0]) == (tag_count, fmt)
   with pytest.raises(ValueError, match="unknown preset"):
     module.get_config("instuct")
+
+
+def test_truthrl_judge_presets():
+  from grounding_jax import judges  # pylint: disable=g-import-not-at-top
+  module = _load(ROOT / "configs" / "truthrl.py")
+  paper = module.get_config(None).reward.functions[0].options.judge
+  assert paper.kind == "openai" and paper.model == "meta-llama/Llama-3.3-70B-Instruct"
+  with pytest.raises(ValueError, match=r"needs path=.*options\.judge\.path"):
+    get_reward("truthrl", **dict(module.get_config("llm_judge").reward.functions[0].options))
+  local = module.get_config("runlocal,llm_judge")
+  fn = get_reward("truthrl", **dict(local.reward.functions[0].options))
+  assert isinstance(fn.judge, judges.LazyJudge) and fn.judge.spec["mesh"] == {"fsdp": -1}
+  assert local.reward.num_workers == 0 and fn.judge._judge is None  # nothing loaded yet
+  assert get_reward("truthrl", **dict(module.get_config("runlocal").reward.functions[0].options)
+                    ).exact_match_only
+  with pytest.raises(ValueError, match="unknown preset"):
+    module.get_config("runlocl")
+  # A judge sharded over the trainer's devices cannot be scored in worker processes.
+  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
+  local.reward.num_workers = 2
+  with pytest.raises(ValueError, match=r"functions\[0\]\.options\.judge\.mesh=.*num_workers=0"):
+    setup.reward_functions(local)

@@ -62,9 +62,14 @@ def _config(recipe):
 
 
 def _reward(c, stage=0):
-  """The stage's first reward function as the trainer builds it (judges / NLI left unbuilt)."""
+  """The stage's first reward function as the trainer builds it (judges / NLI left unbuilt; a served
+  judge's base_url, which the user gives, filled in)."""
   fns = c.stages[stage].reward.get("functions") or c.reward.functions
-  return get_reward(fns[0].name, **setup.reward_options(fns[0].options, str(ROOT)))
+  options = setup.reward_options(fns[0].options, str(ROOT))
+  judge = options.get("judge")
+  if hasattr(judge, "get") and judge.get("kind") == "openai":
+    options["judge"] = {**dict(judge), "base_url": judge.get("base_url") or "http://judge"}
+  return get_reward(fns[0].name, **options)
 
 
 def _rows(c):

@@ -63,7 +63,7 @@ def test_probe_counts_correct_samples_and_marks_unknown():
 
   # The flags are what the knowledge-enhanced TruthRL reward reads (+1 for abstaining when OOK).
   from grounding_jax.recipes import get_reward
-  reward = get_reward("truthrl_knowledge")
+  reward = get_reward("truthrl_knowledge", judge="exact_match")
   out = reward(["\\boxed{I don't know}"] * 4, flags_only)
   np.testing.assert_array_equal(out["reward"] > 0, [False, False, True, True])
 

@@ -338,11 +338,13 @@ def test_unparseable_replies_count_and_never_raise():
     judges.LLMCorrectnessJudge(lambda prompts: [], style="grace")(["q"], ["p"], [["g"]])
 
 
-def test_grace_style_uses_exact_yes_when_asked():
-  backend = FakeBackend(lambda p: "Yes.")
-  assert judges.LLMCorrectnessJudge(backend, style="grace")(["q"], ["p"], [["g"]]).tolist() == [True]
-  strict = judges.LLMCorrectnessJudge(backend, style="grace", parser="grace")
-  assert strict(["q"], ["p"], [["g"]]).tolist() == [False]  # GRACE's code: "Yes." != "yes"
+def test_grace_style_counts_only_an_exact_yes():
+  # GRACE's code (note 000 §6.3 LJ, §9 item 27): correct iff reply.lower() == "yes"; "Yes." is wrong.
+  for reply, want in (("Yes.", False), ("YES", True), ("yes", True), (" yes", False)):
+    judge = judges.LLMCorrectnessJudge(FakeBackend(lambda p, r=reply: r), style="grace")
+    assert judge(["q"], ["p"], [["g"]]).tolist() == [want], reply
+  lenient = judges.LLMCorrectnessJudge(FakeBackend(lambda p: "Yes."), style="grace", parser="robust")
+  assert lenient(["q"], ["p"], [["g"]]).tolist() == [True]
 
 
 def test_llm_nli_judge_with_callable_backend():
@@ -441,3 +443,23 @@ def test_llm_judge_through_the_sampler(sampler_backend):
   np.testing.assert_array_equal(verdicts, expected)
   assert judge.stats["judge_calls"] == 2 and judge.stats["em_short_circuit"] == 1
   assert judge.stats["unparseable"] == sum(jp.parse_yes_no_arena(t) is None for t in texts)
+
+
+def test_llm_judge_from_config_runs_sharded_on_a_mesh(tiny_smollm2_dir):
+  # kind "llm" with mesh axes: the judge model is sharded over this process's 8 (fake) devices and
+  # sampled on that mesh; its replies equal the single-device judge's greedy replies.
+  import jax
+  spec = {"kind": "llm", "path": str(tiny_smollm2_dir), "style": "arena", "parser": "arena",
+          "max_new_tokens": 4, "batch_size": 8, "cache": False}
+  sharded = judges.build({**spec, "mesh": {"fsdp": -1}})
+  plain = judges.build(spec)
+  mesh = sharded.backend.mesh
+  assert mesh is not None and mesh.devices.size == jax.local_device_count() == 8
+  embed = sharded.backend.model.embed[...]
+  assert len(embed.sharding.device_set) == 8 and not embed.sharding.is_fully_replicated
+  conversations = [jp.arena_messages("q", [g], p) for g, p in (("Paris", "Lyon"), ("Rome", "Milan"),
+                                                               ("Oslo", "Bergen"))]
+  prompts = [plain.backend.render(m) for m in conversations]
+  assert sharded.backend(prompts) == plain.backend(prompts)
+  with pytest.raises(ValueError, match="mesh axis sizes"):
+    judges_build.judge_mesh(4)

@@ -14,6 +14,7 @@ PROMPTS = {
     "grace": ("grace", "default"), "grace_few_shot_hotpotqa": ("grace", "few_shot_hotpotqa"),
     "grace_few_shot_qasper": ("grace", "few_shot_qasper"), "grace_arena_baseline": ("grace", "arena_baseline"),
     "trust": ("trust_stage1", "default"), "arena": ("arena", "default"), "arena_naive_grpo": ("naive", "default"),
+    "arena_sft_direct": ("arena", "direct"),
     "lear": ("lear", "default"), "lear_reader": ("lear", "reader"), "lear_closed_book": ("lear", "closed_book"),
     "lear_cot": ("lear", "cot"), "truthrl": ("truthrl", "default"),
     "truthrl_no_retrieval": ("truthrl", "no_retrieval"),
@@ -218,6 +219,15 @@ def test_truthrl_exact_assembly():
   closed = render_prompt("truthrl_no_retrieval", EX)
   assert "### References" not in closed and "based on factual information in your own knowledge." in closed
   assert closed.endswith("### Question\nWhere was Colin Mayhew born?\n### Query Time\n03/10/2024, 23:34:42 PT\n")
+
+
+def test_arena_sft_direct_prompt():
+  # ARENA's SFT-direct (note 002 §8): the question, then every retrieved paragraph in order, then a
+  # short-answer instruction (its wording is ours: the paper gives none, §9 item 17).
+  prompt = render_prompt("arena_sft_direct", EX)
+  refs = "\n".join(f"{i + 1}. {p.text}" for i, p in enumerate(EX.passages))
+  assert prompt.startswith(f"{EX.question}\n\n{refs}\n\nAnswer the question based on the references.")
+  assert "<relevance>" not in prompt and prompt.endswith("single word. No explanations.")
 
 
 def test_every_recipe_renders_and_unknowns_fail():

@@ -43,7 +43,7 @@ EXAMPLES = [
 
 RECIPES = {
     "grace": {}, "trust_stage1": {"nli": SubstringNLI()}, "trust_stage2": {"nli": SubstringNLI()},
-    "arena": {}, "lear": {}, "truthrl": {"judge": ContainsJudge()}, "truthrl_binary": {},
+    "arena": {}, "lear": {}, "truthrl": {"judge": ContainsJudge()}, "truthrl_binary": {"judge": "exact_match"},
     "truthrl_knowledge": {"judge": ContainsJudge()}, "naive": {},
 }
 
@@ -97,7 +97,7 @@ def test_pickle_round_trip():
   completions = ["<evidence>Paris is the capital of France.</evidence><answer>Paris</answer>",
                  "<llm>x</llm><answer>y</answer>"]
   exs = EXAMPLES[:2]
-  fns = [get_reward("grace"), get_reward("arena"), get_reward("truthrl"), get_reward("naive"),
+  fns = [get_reward("grace"), get_reward("arena"), get_reward("truthrl", judge="exact_match"), get_reward("naive"),
          get_reward("trust_stage2", nli=SubstringNLI())]
   for fn in fns:
     clone = pickle.loads(pickle.dumps(fn))

@@ -38,7 +38,7 @@ ROWS = {
     "lear": ("<reason>Passage 1 names the capital.</reason><extract>Orsk is the capital.</extract>",
              "<reason>Unsure.</reason><extract>Tver lies on the Volga.</extract>", "", {}, {}),
     "truthrl": ("<think>Passage 1.</think> \\boxed{Orsk}", "<think>Guess.</think> \\boxed{Tver}", "Orsk",
-                {}, {}),
+                {"judge": "exact_match"}, {}),
     "naive": ("<think>Passage 1.</think>\n<answer>Orsk</answer>", "<think>x</think>\n<answer>Tver</answer>",
               "Orsk", {}, {}),
 }
@@ -90,6 +90,7 @@ def test_recipe_prompt_parser_reward_and_evaluator(name):
 
 def test_reward_variants_build_through_get_reward():
   assert "truthrl_binary" in recipes.available_rewards()
-  binary = recipes.get_reward("truthrl_binary")
+  binary = recipes.get_reward("truthrl_binary", judge="exact_match")
   assert binary.scheme == "binary" and binary([r"\boxed{I don't know}"], [EX])["reward"][0] == -1.0
-  assert recipes.get_reward("truthrl")([r"\boxed{I don't know}"], [EX])["reward"][0] == 0.0
+  assert recipes.get_reward("truthrl", judge="exact_match")([r"\boxed{I don't know}"],
+                                                           [EX])["reward"][0] == 0.0

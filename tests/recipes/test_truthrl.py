@@ -8,6 +8,8 @@ from grounding_jax.recipes import get_reward
 from grounding_jax.text import tags
 from .fakes import ContainsJudge
 
+EM = "exact_match"  # the judge spec of the offline runs (a reward option; see the judge tests below)
+
 
 def ex(*answers, ook=None, id="t"):
   return Example(question="q?", answers=answers, id=id,
@@ -29,7 +31,7 @@ TABLE = [  # (case, completion, gold, (ternary, binary))
 @pytest.mark.parametrize("case,completion,gold,expected", TABLE, ids=[t[0] for t in TABLE])
 def test_table(case, completion, gold, expected):
   for name, want in zip(("truthrl", "truthrl_binary"), expected):
-    assert get_reward(name)([completion], [ex(*gold)])["reward"][0] == want, (case, name)
+    assert get_reward(name, judge=EM)([completion], [ex(*gold)])["reward"][0] == want, (case, name)
 
 
 def test_em_short_circuits_the_judge_and_judge_is_batched():
@@ -49,13 +51,21 @@ def test_em_short_circuits_the_judge_and_judge_is_batched():
   np.testing.assert_allclose(out["no_box"], [0, 0, 0, 0, 1, 0])
 
 
-def test_judge_none_is_exact_match_only():
-  out = get_reward("truthrl")(["\\boxed{It was Paris, France}"], [ex("Paris")])
+def test_the_judge_is_required_and_exact_match_warns_with_the_papers_collapse(caplog, monkeypatch):
+  for missing in ({}, {"judge": None}):
+    with pytest.raises(ValueError, match=r"needs a correctness judge.*options\.judge.*kind='openai'"):
+      get_reward("truthrl", **missing)
+  from grounding_jax.recipes import truthrl
+  monkeypatch.setattr(truthrl, "_warned_exact_match", False)
+  with caplog.at_level("WARNING"):
+    fn = get_reward("truthrl", judge=dict(kind="exact_match"))
+  assert "Table 5" in caplog.text and "96 % abstention" in caplog.text
+  out = fn(["\\boxed{It was Paris, France}"], [ex("Paris")])  # the recipe's own EM step only
   assert out["reward"][0] == -1 and out["incorrect"][0] == 1
 
 
 def test_invalid_question_gold_policy():
-  fn = get_reward("truthrl", invalid_question="gold")
+  fn = get_reward("truthrl", judge=EM, invalid_question="gold")
   out = fn(["\\boxed{invalid question}"] * 2, [ex("invalid question"), ex("Paris")])
   np.testing.assert_allclose(out["reward"], [1, -1])
   np.testing.assert_allclose(out["invalid_question"], [0, 1])
@@ -64,18 +74,18 @@ def test_invalid_question_gold_policy():
 def test_knowledge_enhanced():
   comps = ["\\boxed{I don't know}", "\\boxed{Paris}", "\\boxed{I don't know}", "\\boxed{Paris}"]
   exs = [ex("Paris", ook=True), ex("Paris", ook=True), ex("Paris", ook=False), ex("Paris", ook=False)]
-  np.testing.assert_allclose(get_reward("truthrl_knowledge")(comps, exs)["reward"], [1, -1, 0, 1])
+  np.testing.assert_allclose(get_reward("truthrl_knowledge", judge=EM)(comps, exs)["reward"], [1, -1, 0, 1])
   np.testing.assert_allclose(
-      get_reward("truthrl_knowledge", base_scheme="binary")(comps, exs)["reward"], [1, -1, -1, 1])
+      get_reward("truthrl_knowledge", judge=EM, base_scheme="binary")(comps, exs)["reward"], [1, -1, -1, 1])
   with pytest.raises(ValueError, match=r"t2.*meta\['ook'\]"):
-    get_reward("truthrl_knowledge")(["x"], [ex("a", id="t2")])
+    get_reward("truthrl_knowledge", judge=EM)(["x"], [ex("a", id="t2")])
 
 
 def test_abstain_reward_option_and_missing_answers():
-  assert get_reward("truthrl", abstain_reward=0.5)(["\\boxed{I don't know}"],
+  assert get_reward("truthrl", judge=EM, abstain_reward=0.5)(["\\boxed{I don't know}"],
                                                    [ex("a")])["reward"][0] == 0.5
   with pytest.raises(ValueError, match=r"noans.*answers"):
-    get_reward("truthrl")(["\\boxed{x}"], [Example(question="q", id="noans")])
+    get_reward("truthrl", judge=EM)(["\\boxed{x}"], [Example(question="q", id="noans")])
 
 
 @pytest.mark.parametrize("text,select,expected", [
@@ -97,7 +107,7 @@ def test_extract_boxed(text, select, expected):
 ])
 def test_reasoning_enhanced_variants(mode, expected):
   comps = ["\\boxed{Paris}", "\\boxed{Paris}", "\\boxed{I don't know}", "\\boxed{Rome}"]
-  fn = get_reward("truthrl", reasoning=mode)
+  fn = get_reward("truthrl", judge=EM, reasoning=mode)
   out = fn(comps, [ex("Paris")] * 4, reasoning_scores=[1, 0, 1, 1])
   np.testing.assert_allclose(out["reward"], expected)
   np.testing.assert_allclose(out["outcome"], [1, 1, 0, -1])

@@ -48,8 +48,10 @@ def test_the_default_and_every_runlocal_config_pass(base):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     # What a config leaves to the user is all that is reported: data files of the paper-size configs,
-    # and Ground-GRPO's NLI model folder (its citation reward cannot run without one).
-    left_to_user = r"config\.stages\[\d\]\.data\.path=''|config\..*'trust_stage\d': trust rewards need nli="
+    # Ground-GRPO's NLI model folder (its citation reward cannot run without one), and the URL of
+    # TruthRL's served judge (the paper's verifier).
+    left_to_user = (r"config\.stages\[\d\]\.data\.path=''|config\..*'trust_stage\d': trust rewards need nli="
+                    r"|config\..*'truthrl': judge kind='openai' needs base_url=")
     for c in (module.get_config("runlocal"), module.get_config()):
       try:
         setup.check_config(c, need_model_path=False)

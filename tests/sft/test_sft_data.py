@@ -46,8 +46,8 @@ def test_empty_path_file_and_unknown_kind(tmp_path):
     sft_data.read_jsonl(_write(tmp_path, [""]))
   with pytest.raises(FileNotFoundError, match="no such SFT data file"):
     sft_data.read_jsonl(tmp_path / "absent.jsonl")
-  with pytest.raises(ValueError, match=r"data.kind='recipe'; expected one of \('jsonl',\)"):
-    sft_data.load_rows(type("D", (), {"kind": "recipe"})())
+  with pytest.raises(ValueError, match=r"data.kind='parquet'; expected one of \('jsonl', 'recipe'\)"):
+    sft_data.load_rows(type("D", (), {"kind": "parquet"})())
 
 
 def test_messages_use_the_chat_template_and_prompts_stay_as_text(tiny_chat_model, tmp_path):
@@ -63,3 +63,48 @@ def test_messages_use_the_chat_template_and_prompts_stay_as_text(tiny_chat_model
   tok.chat_template = None
   with pytest.raises(ValueError, match=rf"{path}:2: field 'messages' needs a chat template"):
     sft_data.render(rows, tok)
+
+
+def _recipe_config(**data):
+  from grounding_jax.sft import trainer as sft_trainer  # pylint: disable=g-import-not-at-top
+  c = sft_trainer.default_config()
+  c.data.update({**dict(kind="recipe", recipe="truthrl", source="synthetic", num_examples=6, seed=1,
+                        answerable_ratio=0.5), **data})
+  return c.data
+
+
+def test_recipe_rows_are_the_recipes_prompt_and_gold_completion(smollm2_dir, tmp_path):
+  from grounding_jax.data import jsonl, synthetic  # pylint: disable=g-import-not-at-top
+  from grounding_jax.recipes import get_recipe  # pylint: disable=g-import-not-at-top
+  tok = models.load_tokenizer(smollm2_dir)
+  examples = synthetic.generate_examples(6, seed=1, answerable_ratio=0.5)
+  for recipe, extra in (("truthrl", {}), ("grace", {}), ("lear", {})):
+    rows = sft_data.load_rows(_recipe_config(recipe=recipe, **extra))
+    pairs = sft_data.render(rows, tok)
+    for (prompt, target), ex in zip(pairs, examples, strict=True):
+      assert prompt == get_recipe(recipe).render_prompt(ex, tok)  # the RL trainer's prompt, exactly
+      assert target == get_recipe(recipe).gold_completion(ex)
+  # A JSONL of Examples, ARENA's SFT-direct template and target.
+  answerable = [e for e in synthetic.generate_examples(8, seed=2, answerable_ratio=1.0)]
+  path = tmp_path / "examples.jsonl"
+  jsonl.write_examples(path, answerable)
+  rows = sft_data.load_rows(_recipe_config(recipe="arena", source="jsonl", path=str(path),
+                                           num_examples=0, template="direct", target="direct"))
+  assert [r.target for r in rows] == [e.answers[0] for e in answerable]
+  assert rows[0].messages[0]["content"].startswith(answerable[0].question + "\n\n1. ")
+
+
+def test_recipe_rows_errors_name_the_example_and_the_fix():
+  with pytest.raises(ValueError, match=r"synthetic\(seed=1\) example \d+ \(id='synthetic-1-\d+'\): .*"
+                                       r"gold_passage_ids.*answerable_ratio=1.0"):
+    sft_data.load_rows(_recipe_config(recipe="arena"))
+  with pytest.raises(ValueError, match="needs config.data.recipe, one of .*'truthrl'"):
+    sft_data.load_rows(_recipe_config(recipe=""))
+  with pytest.raises(ValueError, match="unknown recipe 'graze'"):
+    sft_data.load_rows(_recipe_config(recipe="graze"))
+  with pytest.raises(ValueError, match=r"no gold completion style 'direct'"):
+    sft_data.load_rows(_recipe_config(target="direct"))
+  with pytest.raises(ValueError, match="source='jsonl' needs config.data.path"):
+    sft_data.load_rows(_recipe_config(source="jsonl"))
+  with pytest.raises(ValueError, match="data.source='web'"):
+    sft_data.load_rows(_recipe_config(source="web"))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from grounding_jax.eval import model_ref
 
@@ -85,3 +86,41 @@ def test_sft_config_presets():
   c = module.get_config("runlocal")
   assert c.model.path == "smollm2" and c.data.kind == "jsonl" and c.batch_size % c.micro_batch_size == 0
   assert module.get_config().model.path == ""
+  demo = module.get_config("demo")
+  assert demo.data.kind == "recipe" and demo.data.recipe == "truthrl" and demo.data.source == "synthetic"
+  # The papers' SFT baselines: their hyper-parameters where the notes give them (004 §4.2; 002 §4).
+  truthrl, arena, grace = (module.get_config(a) for a in ("truthrl", "arena", "grace"))
+  assert (truthrl.optimizer.learning_rate, truthrl.batch_size, truthrl.optimizer.warmup_ratio,
+          truthrl.num_epochs) == (5e-6, 16, 0.03, 1)
+  assert (arena.optimizer.learning_rate, arena.batch_size, arena.optimizer.max_grad_norm,
+          arena.data.target) == (1e-5, 32, 0.3, "direct")
+  assert grace.data.recipe == "grace" and all(c.data.source == "jsonl" for c in (truthrl, arena, grace))
+  for c in (demo, truthrl, arena, grace):
+    assert c.batch_size % c.micro_batch_size == 0
+  with pytest.raises(ValueError, match="unknown preset"):
+    module.get_config("dmeo")
+
+
+def test_sft_launcher_on_recipe_rows(tiny_smollm2_dir, tmp_path):
+  # data.kind="recipe": TruthRL prompts of 8 synthetic questions and their gold completions, 2 steps
+  # on a tiny llama with SmolLM2's tokenizer; the output is a model folder train.py accepts.
+  workdir = tmp_path / "sft"
+  cmd = [sys.executable, str(ROOT / "launch" / "sft.py"), f"--config={ROOT / 'configs' / 'sft.py'}:demo",
+         f"--workdir={workdir}", f"--config.model.path={tiny_smollm2_dir}", "--config.data.num_examples=8",
+         "--config.logprob_chunk_size=4096"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [json.loads(line) for line in (workdir / "logs" / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in rows] == [1, 2] and all(np.isfinite(r["loss"]) for r in rows)
+  record = json.loads((workdir / "config.json").read_text())
+  assert record["data"]["kind"] == "recipe" and record["data"]["recipe"] == "truthrl"
+  assert (workdir / "hf" / "config.json").is_file() and (workdir / "hf" / "tokenizer_config.json").is_file()
+  # The tokens trained on are the gold completions (think + box + EOS: ~25-50 each), not a few words.
+  assert 8 * 20 < sum(r["tokens"] for r in rows) < 8 * 128
+  # An example the target cannot be written for stops the run before any model loads.
+  bad = subprocess.run(cmd[:3] + [f"--workdir={tmp_path / 'bad'}", "--config.model.path=/no/such/model",
+                                  "--config.data.recipe=arena"], capture_output=True, text=True,
+                       timeout=600, cwd=ROOT)
+  assert bad.returncode != 0
+  assert "sft: synthetic(seed=0) example" in bad.stderr and "answerable_ratio=1.0" in bad.stderr
+  assert not (tmp_path / "bad").exists()
