@@ -186,9 +186,11 @@ class RunHealth:
       return
     kept = checkpointer.latest_step()
     where = "none was written" if kept is None else f"{checkpointer.directory / str(kept)}"
+    steps = f"step {step} skipped its update" if self.consecutive == 1 else \
+        f"steps {self._first_skipped_step}–{step} each skipped their update"
     raise NonFiniteRunError(
-        f"stopping at step {step}: steps {self._first_skipped_step}–{step} each skipped their "
-        f"update as non-finite (health.max_consecutive_nonfinite={limit}); at step {step} the "
+        f"stopping at step {step}: {steps} as non-finite "
+        f"(health.max_consecutive_nonfinite={limit}); at step {step} the "
         f"first non-finite quantity was the {self._last_quantity}. The newest checkpoint holds "
         f"finite parameters ({where}): lower the learning rate or fix the rewards, then re-run "
         "with the same workdir to resume from it")
