@@ -53,6 +53,14 @@ MONITORS = {
     "param_norm_ratio": ("param_norm_ratio_max", "max", None),
 }
 _MOVED = ("logprob_gap_mean", "logprob_gap_peak")  # logged under health/ only
+# update.NONFINITE_QUANTITIES -> (what it is, what to change when it keeps a run from training)
+_QUANTITIES = {
+    "advantage": ("an advantage", "check the rewards and advantage.eps"),
+    "loss": ("the loss", "lower optimizer.learning_rate, or bound the KL term (loss.kl_clamp)"),
+    "gradient": ("the gradient", "lower optimizer.learning_rate"),
+    "update": ("the updated parameters or optimizer state (update)", "lower optimizer.learning_rate"),
+    "?": ("an unknown quantity", "look at the step's metrics"),
+}
 
 
 class NonFiniteRunError(RuntimeError):
@@ -174,7 +182,8 @@ class RunHealth:
     logging.warning(
         "step %d: %d update(s) skipped, the first non-finite quantity: %s — parameters and "
         "optimizer state are kept from before it (%d step(s) in a row%s; %d update(s) skipped in "
-        "this run, nonfinite/skipped_updates)", step, skipped, self._last_quantity, self.consecutive,
+        "this run, nonfinite/skipped_updates)", step, skipped, _QUANTITIES[self._last_quantity][0],
+        self.consecutive,
         f", the run stops at {limit} (health.max_consecutive_nonfinite)" if limit else "",
         self.skipped_updates)
 
@@ -185,15 +194,15 @@ class RunHealth:
     if not limit or self.consecutive < limit:
       return
     kept = checkpointer.latest_step()
-    where = "none was written" if kept is None else f"{checkpointer.directory / str(kept)}"
+    where = "no checkpoint was written yet" if kept is None else \
+        f"the newest checkpoint, {checkpointer.directory / str(kept)}, holds finite parameters"
     steps = f"step {step} skipped its update" if self.consecutive == 1 else \
         f"steps {self._first_skipped_step}–{step} each skipped their update"
+    what, fix = _QUANTITIES[self._last_quantity]
     raise NonFiniteRunError(
-        f"stopping at step {step}: {steps} as non-finite "
-        f"(health.max_consecutive_nonfinite={limit}); at step {step} the "
-        f"first non-finite quantity was the {self._last_quantity}. The newest checkpoint holds "
-        f"finite parameters ({where}): lower the learning rate or fix the rewards, then re-run "
-        "with the same workdir to resume from it")
+        f"stopping at step {step}: {steps} as non-finite (health.max_consecutive_nonfinite="
+        f"{limit}); at step {step} the first non-finite quantity was {what}. "
+        f"{where[0].upper() + where[1:]}: {fix}, then re-run with the same workdir to resume")
 
   def _warn_crossings(self, step: int, values: Mapping[str, float]) -> None:
     for name, (field, side, _) in MONITORS.items():

@@ -79,6 +79,7 @@ def test_nan_reward_rows_count_as_failed_and_the_run_trains_on(tiny_checkpoint, 
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # lr → float32
 def test_an_overflowing_learning_rate_is_skipped_counted_and_stops_the_run(tiny_checkpoint, tmp_path,
                                                                              caplog):
   """lr = 1e39 overflows float32: every update is non-finite and skipped; after
@@ -89,11 +90,14 @@ def test_an_overflowing_learning_rate_is_skipped_counted_and_stops_the_run(tiny_
   tr = toy_task.make_trainer(ckpt, tmp_path, c)
   with caplog.at_level(logging.WARNING), pytest.raises(health.NonFiniteRunError) as info:
     tr.train()
-  assert str(info.value).startswith(
+  assert str(info.value) == (
       "stopping at step 2: steps 1–2 each skipped their update as non-finite "
-      "(health.max_consecutive_nonfinite=2); at step 2 the first non-finite quantity was the update")
-  assert f"{tmp_path / 'checkpoints' / '1'}" in str(info.value)
-  assert "step 1: 1 update(s) skipped, the first non-finite quantity: update" in caplog.text
+      "(health.max_consecutive_nonfinite=2); at step 2 the first non-finite quantity was the "
+      "updated parameters or optimizer state (update). The newest checkpoint, "
+      f"{tmp_path / 'checkpoints' / '1'}, holds finite parameters: lower "
+      "optimizer.learning_rate, then re-run with the same workdir to resume")
+  assert ("step 1: 1 update(s) skipped, the first non-finite quantity: the updated parameters or "
+          "optimizer state (update) — parameters and optimizer state are kept") in caplog.text
   rows = _rows(tmp_path)  # the stopping step is logged too
   assert [(r["step"], r["nonfinite/skipped"], r["nonfinite/skipped_updates"]) for r in rows] == \
       [(1, 1, 1), (2, 1, 2)]
@@ -231,8 +235,8 @@ def test_skip_counts_reset_on_a_finite_step_and_resume_with_the_checkpoint():
   assert out["nonfinite/skipped_updates"] == 8 and h.consecutive == 2
   resumed = health.RunHealth(_bounds(max_consecutive_nonfinite=3), json.loads(json.dumps(h.state())))
   resumed.observe(6, skipped, {"w": np.full(4, 3.0, np.float32)})
-  with pytest.raises(health.NonFiniteRunError, match=r"stopping at step 6: steps 4–6 .* the "
-                     r"gradient\. The newest checkpoint holds finite parameters \(/ck/4\)"):
+  with pytest.raises(health.NonFiniteRunError, match=r"stopping at step 6: steps 4–6 .* was the "
+                     r"gradient\. The newest checkpoint, /ck/4, holds finite parameters: lower"):
     resumed.stop_if_stuck(6, Latest())
   assert resumed.observe(7, {}, {"w": np.full(4, 3.0, np.float32)})["health/param_norm_ratio"] == 1.5
   never = health.RunHealth(_bounds(max_consecutive_nonfinite=0))
