@@ -21,6 +21,7 @@ per entry of a config's sweep.
 from __future__ import annotations
 
 import os
+import sys
 
 from absl import app
 from absl import flags
@@ -29,6 +30,7 @@ from ml_collections import config_flags
 
 from grounding_jax import parallel
 from grounding_jax.eval import model_ref
+from grounding_jax.rl import health
 from grounding_jax.rl import overrides
 from grounding_jax.rl import presets
 from grounding_jax.rl import trainer
@@ -58,7 +60,11 @@ def main(argv):
   # (launch/export_hf.py and evaluation read it through grounding_jax.eval.model_ref).
   model_ref.write_run_config(config.workdir, config)
   logging.info("config:\n%s", config)
-  history = trainer.train(config)
+  try:
+    history = trainer.train(config)
+  except (health.NonFiniteRunError, health.NonFiniteWeightsError) as e:
+    logging.error("%s", e)  # the message says what happened and what to do; no traceback
+    sys.exit(1)
   if history:
     last = history[-1]
     keys = [k for k in ("step", "reward/mean", "kl", "entropy", "completion_length/mean") if k in last]

@@ -95,6 +95,31 @@ def tiny_smollm2_dir(tiny_checkpoint, smollm2_dir, tmp_path_factory):
 
 
 @pytest.fixture
+def make_read_only():
+  """make_read_only(path) -> undo(): makes a directory unwritable, also for root (chattr +i); skips
+  the test where that is impossible. Undone at teardown if the test did not."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  undos = []
+
+  def make(path):
+    path = pathlib.Path(path)
+    if os.geteuid() != 0:
+      path.chmod(0o555)
+      undo = lambda: path.chmod(0o755)
+    elif shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)]).returncode:
+      pytest.skip("running as root on a file system without chattr +i: cannot make a directory "
+                  "read-only")
+    else:
+      undo = lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
+    undos.append(undo)
+    return lambda: undos.remove(undo) or undo()
+
+  yield make
+  for undo in undos:
+    undo()
+
+
+@pytest.fixture
 def distributed_launch():
   """(coordinator address, environment) for a test that starts jax.distributed worker processes:
   a free localhost port, and this environment without inherited cluster variables (JAX_*, SLURM_*)

@@ -2,9 +2,6 @@
 damaged steps are detected by checksum and skipped; non-finite states and unwritable directories are
 refused before anything is written."""
 
-import os
-import shutil
-import subprocess
 import threading
 
 import jax
@@ -163,20 +160,11 @@ def test_non_finite_state_is_never_written_and_rotation_keeps_the_finite_ones(tm
   assert ck.restore_latest_intact(_big_state(0))[2] == 2
 
 
-def _read_only(path):
-  """Makes `path` unwritable, also for root (chattr +i); returns the undo function."""
-  if os.geteuid() != 0:
-    path.chmod(0o555)
-    return lambda: path.chmod(0o755)
-  if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)]).returncode:
-    pytest.skip("running as root on a file system without chattr +i: cannot make a directory read-only")
-  return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
-
-
-def test_read_only_directory_fails_at_once_and_keeps_the_previous_checkpoint(tmp_path):
+def test_read_only_directory_fails_at_once_and_keeps_the_previous_checkpoint(tmp_path,
+                                                                           make_read_only):
   ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=1)
   ck.save(1, _big_state(1))
-  undo = _read_only(tmp_path / "ck")
+  undo = make_read_only(tmp_path / "ck")
   threads_before = set(threading.enumerate())
   try:
     with pytest.raises(PermissionError, match=f"{tmp_path / 'ck'} is not writable"):

@@ -73,6 +73,7 @@ class _Round:
   values: dict  # name -> float64 [N]: "reward" and its components
   usable: np.ndarray  # bool [groups]
   failed: np.ndarray  # bool [N]
+  nonfinite: np.ndarray  # bool [N], the failed rows whose reward was NaN or inf
 
 
 class Collector:
@@ -116,7 +117,8 @@ class Collector:
     g = c.rollout.group_size
     usable = ~scored.failed.reshape(-1, g).any(axis=1) if c.reward.on_error == "skip" else \
         np.ones(len(examples), bool)
-    return _Round(ro, values, usable, scored.failed), t1 - t0, time.perf_counter() - t1
+    return (_Round(ro, values, usable, scored.failed, scored.nonfinite), t1 - t0,
+            time.perf_counter() - t1)
 
   def collect(self, key, stream: data_stream.ExampleStream, policy) -> GroupBatch:
     """The step's groups: sampled from `policy` (a model or its (graphdef, state) split) with `key`."""
@@ -163,13 +165,14 @@ class Collector:
     g = rnd.rollout.group_size
     # Every host's rows (groups stay whole), so logged means/stds/extremes are the global ones.
     values = {k: self.hosts.gather(rnd.values[k]) for k in sorted(rnd.values)}
-    failed, lengths, truncated = (self.hosts.gather(x) for x in (rnd.failed, rnd.rollout.lengths,
-                                                                 rnd.rollout.truncated))
+    failed, nonfinite, lengths, truncated = (self.hosts.gather(x) for x in (
+        rnd.failed, rnd.nonfinite, rnd.rollout.lengths, rnd.rollout.truncated))
     m = {}
     for k, v in sorted(values.items()):
       m["reward/mean" if k == "reward" else f"reward/{k}"] = float(np.mean(v))
     m["reward/std"] = float(np.std(values["reward"]))
-    m["reward/failed_frac"] = float(np.mean(failed))
+    m["reward/failed_frac"] = float(np.mean(failed))  # raised, timed out or not finite
+    m["reward/nonfinite_frac"] = float(np.mean(nonfinite))  # of them, NaN or inf
     m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(values["reward"], g).mean())
     m["completion_length/mean"] = float(lengths.mean())
     m["completion_length/max"] = float(lengths.max())

@@ -144,11 +144,11 @@ def default_config() -> ml_collections.ConfigDict:
 
   c.stages = [stage("grpo", num_steps=10)]
 
-  # Run health. The update skips any step whose advantages, loss, gradient or updated parameters are
-  # not finite (rl/update.py, metrics nonfinite/*); the trainer stops the run after
-  # `max_consecutive_nonfinite` such steps in a row. The monitors are logged every step and a warning
-  # names the one that crosses its bound (None = no bound). Validated by rl/config_checks.py; the
-  # trainer's stop and warnings arrive with its health checks (until then these have no effect).
+  # Run health (rl/health.py). The update skips any step whose advantages, loss, gradient or updated
+  # parameters / optimizer state are not finite (rl/update.py, metrics nonfinite/*); the trainer
+  # stops the run after `max_consecutive_nonfinite` such steps in a row. The monitors are logged
+  # every step as health/<name>, and a warning names the one that crosses its bound (None = no
+  # bound). Validated by rl/config_checks.py.
   c.health = ml_collections.ConfigDict(dict(
       max_consecutive_nonfinite=3,  # 0 = never stop (every such step is still skipped and logged)
       entropy_min=0.01,             # nats per token: below it the policy has collapsed

@@ -194,9 +194,33 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   return loss_sum, denom, metrics
 
 
+def logprob_gap(logp, sampler_logp, mask, xp=jnp) -> dict:
+  """How far the trainer's log-probs of the sampled tokens are from the sampler's, as metric sums.
+
+  The two should agree up to float rounding when both run the same parameters at the same
+  temperature; a larger gap means the sampler and the trainer compute different distributions
+  (dtype, kernel or sharding mismatch), which biases the policy-gradient ratio.
+
+  Args:
+    logp, sampler_logp: float [B, T], log-probs of the same completion tokens.
+    mask: bool/float [B, T], the tokens compared (the loss tokens).
+    xp: jax.numpy inside jit, numpy for host arrays.
+  Returns:
+    {"logprob_gap_mean": (Σ |Δ|, tokens), "logprob_gap_peak": (max |Δ|, 1)} (reduce_metrics pairs;
+    the peak is 0 when no token counts).
+  """
+  mask_f = xp.asarray(mask).astype(xp.float32)
+  gap = xp.abs(xp.asarray(logp, xp.float32) - xp.asarray(sampler_logp, xp.float32)) * mask_f
+  return {"logprob_gap_mean": (xp.sum(gap), xp.sum(mask_f)),
+          "logprob_gap_peak": (xp.max(gap, initial=0.0), xp.float32(1))}
+
+
+MAX_METRICS = ("ratio_max", "logprob_gap_peak")  # extremes: reduce_metrics keeps the largest
+
+
 def reduce_metrics(metric_sums: Sequence[dict], xp=jnp) -> dict:
   """One value per metric from several (sum, count) dicts (micro-batches of policy_loss, or mini-batch
-  means as (mean, 1)): ratio_min / ratio_max stay extremes; a step's count of skipped non-finite
+  means as (mean, 1)): ratio_min and MAX_METRICS stay extremes; a step's count of skipped non-finite
   updates adds up, and the first non-finite quantity is the first one reported; every other metric
   is Σ sum / Σ count. `xp` is jax.numpy inside jit, numpy for host values."""
   out = {}
@@ -204,7 +228,7 @@ def reduce_metrics(metric_sums: Sequence[dict], xp=jnp) -> dict:
     sums = xp.stack([xp.asarray(m[k][0]) for m in metric_sums])
     if k == "ratio_min":
       out[k] = xp.min(sums)
-    elif k == "ratio_max":
+    elif k in MAX_METRICS:
       out[k] = xp.max(sums)
     elif k == "nonfinite/skipped":
       out[k] = xp.sum(sums)

@@ -62,10 +62,12 @@ class RewardResult:
       "reward", the floor (on_error="min") or 0 ("skip": their groups are dropped).
     failed: bool [N], rows whose reward raised, timed out or was not finite.
     errors: human-readable lines, one per failure: "example <id> (row r): <error>".
+    nonfinite: bool [N], the failed rows whose total reward was NaN or inf.
   """
   values: dict[str, np.ndarray]
   failed: np.ndarray
   errors: list[str]
+  nonfinite: np.ndarray
 
 
 def _score_chunk(fns: Sequence[tuple[str, float, Callable]], completions, examples, extras):
@@ -210,7 +212,8 @@ class RewardPool:
       for k, v in vals.items():
         values.setdefault(k, np.zeros(n))[s:s + len(v)] = v
     values.setdefault("reward", np.zeros(n))
-    for row in np.flatnonzero(~failed & ~np.isfinite(values["reward"])):
+    nonfinite = ~failed & ~np.isfinite(values["reward"])
+    for row in np.flatnonzero(nonfinite):
       failed[row] = True
       errors.append(f"example {getattr(examples[row], 'id', '') or '?'} (row {row}): reward is "
                     f"{values['reward'][row]} (not finite)")
@@ -220,4 +223,4 @@ class RewardPool:
     if errors and self.on_error == "raise":
       raise RuntimeError("reward failed on %d row(s):\n  %s\nSet reward.on_error='min' or 'skip' "
                          "to continue past such rows." % (int(failed.sum()), "\n  ".join(errors[:10])))
-    return RewardResult(values=values, failed=failed, errors=errors)
+    return RewardResult(values=values, failed=failed, errors=errors, nonfinite=nonfinite)

@@ -22,6 +22,7 @@ from grounding_jax import recipes
 from grounding_jax.data import jsonl
 from grounding_jax.data import synthetic
 from grounding_jax.rl import config_checks
+from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
@@ -86,7 +87,9 @@ def mesh_from_config(axes: ml_collections.ConfigDict):
 
 
 def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
-  """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path."""
+  """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path; raises
+  health.NonFiniteWeightsError when a weight is NaN or inf (naming the tensor)."""
+  source = "the model passed to the Trainer" if model is not None else c.model.path
   if model is None:
     model = models.load_pretrained(c.model.path, dtype=models.DTYPES[c.model.param_dtype],
                                    compute_dtype=models.DTYPES[c.model.compute_dtype],
@@ -96,6 +99,7 @@ def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
     model = parallel.shard_model(model, mesh)
   if tokenizer is None:
     raise ValueError("a tokenizer is needed: pass tokenizer= or set config.model.path")
+  health.check_start_weights(model, source)
   return model, tokenizer
 
 

@@ -6,6 +6,11 @@ micro-batches (exact gradient accumulation), after the reference and old log-pro
 The batch is trimmed to the columns some row needs (update_loop.length_multiple); with shared
 prompts, each micro-batch runs its groups' completions packed after their prompt at its own width.
 Mini-batches are drawn by a permutation seeded with (seed, step) and move whole groups.
+
+The log-prob gap monitor (health/logprob_gap_*) compares the sampler's log-probs of the loss tokens
+with the trainer's at the same parameters, without an extra pass: with recomputed old log-probs,
+those (every row); otherwise the first update's loss pass (on-policy: the whole batch; with
+old_logprobs="sampler": the first mini-batch's rows, before any update moves the policy).
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ class Updater:
     g = ro.group_size
     batch = dict(prompt_ids=np.repeat(ro.prompt_ids, g, axis=0),
                  prompt_mask=np.repeat(ro.prompt_mask, g, axis=0),
-                 completion_ids=ro.completion_ids, loss_mask=gb.loss_mask, advantages=gb.advantages)
+                 completion_ids=ro.completion_ids, loss_mask=gb.loss_mask, advantages=gb.advantages,
+                 sampler_logp=ro.sampler_logp)
     if not self.settings.on_policy and c.update_loop.old_logprobs == "sampler":
       batch["old_logp"] = ro.sampler_logp
     return self.hosts.trim(batch, c.update_loop.length_multiple)
@@ -69,10 +75,14 @@ class Updater:
     widths = hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
+    recompute = not settings.on_policy and u.old_logprobs == "recompute"
+    sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
     if ref_params is not None:
       batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width)
-    if not settings.on_policy and u.old_logprobs == "recompute":
+    gap = None
+    if recompute:
       batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width)
+      gap = self._gap(sampler_logp, batch["old_logp"], batch["loss_mask"])
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
     n = len(batch["advantages"])
@@ -93,7 +103,19 @@ class Updater:
         step_metrics.append(sm)
     step_metrics = jax.device_get(step_metrics)
     t_update = time.perf_counter() - t0
+    if gap is None:  # measured in the first update's loss pass, before the policy moved
+      gap = {k: float(v) for k, v in step_metrics[0].items() if k.startswith("logprob_gap")}
     # Each mini-batch's metrics weigh alike; ratio extremes stay extremes (losses.reduce_metrics).
     metrics = {k: float(v) for k, v in losses.reduce_metrics(
-        [{k: (float(v), 1.0) for k, v in sm.items()} for sm in step_metrics], xp=np).items()}
+        [{k: (float(v), 1.0) for k, v in sm.items() if not k.startswith("logprob_gap")}
+         for sm in step_metrics], xp=np).items()}
+    metrics.update(gap)
     return StepResult(params, opt_state, metrics, t_ref, t_update)
+
+  def _gap(self, sampler_logp, logp, mask) -> dict:
+    """losses.logprob_gap over every host's rows, from this host's host arrays."""
+    pairs = losses.logprob_gap(logp, sampler_logp, mask, xp=np)
+    mean, peak = pairs["logprob_gap_mean"], pairs["logprob_gap_peak"]
+    sums = self.hosts.gather(np.array([[mean[0], mean[1], peak[0]]], np.float64))
+    return {"logprob_gap_mean": float(sums[:, 0].sum() / max(sums[:, 1].sum(), 1e-8)),
+            "logprob_gap_peak": float(sums[:, 2].max())}

@@ -5,8 +5,9 @@
 
 A step (DESIGN.md "One GRPO step, as data") is collection (rl/collect.py: rollouts of the stage's
 recipe, rewards, DAPO refill, advantages) then the update (rl/step.py: reference and old log-probs,
-μ × mini-batches × micro-batches). Set-up from the config is rl/setup.py. Each stage starts a fresh
-optimizer schedule and takes its initial policy as the KL reference (Lessons §5).
+μ × mini-batches × micro-batches). Set-up from the config is rl/setup.py; non-finite steps, finite
+checkpoints and the health monitors are rl/health.py. Each stage starts a fresh optimizer schedule
+and takes its initial policy as the KL reference (Lessons §5).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
+from grounding_jax.rl import health as health_lib
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import reward_pool
 from grounding_jax.rl import setup
@@ -99,8 +101,10 @@ class Trainer:
     rng = jax.random.key(c.seed)
     restored = self.checkpointer.restore_latest_intact(self._restore_target) \
         if c.checkpoint.resume else None
+    health = health_lib.RunHealth(c.health)  # non-finite steps and monitors (rl/health.py)
     if restored is not None:  # the newest intact checkpoint (a corrupt newer one is moved aside)
       restored, meta, _ = restored
+      health = health_lib.RunHealth(c.health, meta.get("health"))
       stage_idx, stage_step = meta["stage"], meta["stage_step"]
       global_step, position = meta["step"], meta["data_position"]
       self.params = restored["params"]
@@ -121,6 +125,7 @@ class Trainer:
         else:  # a new stage: fresh schedule; reference = the stage's initial policy (Lessons §5)
           opt_state = self.hosts.on_mesh(optimizer.init(self.params))
           ref_params = jax.tree.map(jnp.copy, self.params) if view.loss.kl_coef else None
+          health.start_stage(self.params)
         try:
           while stage_step < st.num_steps:
             if max_steps is not None and done_here >= max_steps:
@@ -130,13 +135,16 @@ class Trainer:
                                             opt_state, ref_params)
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics["stage"] = float(stage_idx)
+            metrics = health.observe(global_step, metrics, self.params)
             writer.write(global_step, metrics)
             self.history.append({"step": global_step, **metrics})
+            health.stop_if_stuck(global_step, self.checkpointer)  # after N skipped steps in a row
             last = stage_step == st.num_steps or (max_steps is not None and done_here >= max_steps)
-            if global_step % c.checkpoint.every_steps == 0 or last:
-              self.checkpointer.save(global_step, self._state(opt_state, rng, ref_params), {
-                  "stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
-                  "data_position": stream.position})
+            if global_step % c.checkpoint.every_steps == 0 or last:  # never non-finite parameters
+              health_lib.save_finite(self.checkpointer, global_step, self._state(
+                  opt_state, rng, ref_params), {"stage": stage_idx, "stage_name": st.name,
+                  "stage_step": stage_step, "data_position": stream.position,
+                  "health": health.state()})
         finally:
           pool.close()
         stage_idx, stage_step, position = stage_idx + 1, 0, 0

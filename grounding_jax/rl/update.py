@@ -11,6 +11,8 @@ Batch keys (all leading dims [num_micro, micro_batch]):
   advantages float32 [..]                                   one per completion
   old_logp float32 [.., L]                                  omitted when on-policy (μ = 1, one update)
   ref_logp float32 [.., L]                                  omitted when β = 0
+  sampler_logp float32 [.., L]                              optional: the sampler's log-probs of the
+                                                            tokens, for the health/logprob_gap monitor
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def settings_from_config(c) -> UpdateSettings:
 
 # What `nonfinite/first` names (1-based; 0 = every quantity finite), in the order one feeds the next:
 # the batch's advantages, the mini-batch loss, its gradient, and the parameters after the optimizer's
-# update (finite gradients can still overflow there, e.g. with a learning rate of 1e6).
+# update and the optimizer state (finite gradients can still overflow there, e.g. with a learning rate
+# past float32's range, or Adam's second moment of a huge unclipped gradient).
 NONFINITE_QUANTITIES = ("advantage", "loss", "gradient", "update")
 
 
@@ -110,11 +113,12 @@ def _all_finite(tree) -> jax.Array:
 
 
 def _guard_nonfinite(advantages_finite, loss, grads, new_params, new_opt_state, params, opt_state):
-  """(params, opt_state, metrics): the updated state if advantages, loss, gradient and updated
-  parameters are all finite, else the state before the step, unchanged. A select inside the jitted
-  step, so the donated buffers are reused either way and a finite step is bit-identical."""
+  """(params, opt_state, metrics): the updated state if advantages, loss, gradient, updated
+  parameters and optimizer state are all finite, else the state before the step, unchanged. A
+  select inside the jitted step, so the donated buffers are reused either way and a finite step is
+  bit-identical."""
   bad = jnp.stack([~jnp.all(advantages_finite), ~jnp.isfinite(loss), ~_all_finite(grads),
-                   ~_all_finite(new_params)])
+                   ~(_all_finite(new_params) & _all_finite(new_opt_state))])
   skip = jnp.any(bad)
   keep = lambda new, old: jnp.where(skip, old, new)
   metrics = {"nonfinite/skipped": skip.astype(jnp.float32),
@@ -135,7 +139,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   program compiled once per shape and packed width; a jitted apply program then divides the summed
   gradients by the summed denominators and steps the optimizer. metrics: name -> scalar (loss,
   pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm, nonfinite/skipped,
-  nonfinite/first).
+  nonfinite/first; logprob_gap_mean / _peak when the batch has sampler_logp: |log-prob − the
+  sampler's| of this update's loss pass over the loss tokens, losses.logprob_gap).
 
   Non-finite guard: when an advantage, the loss, the gradient or an updated parameter is NaN or
   inf, the step applies no update — params and opt_state come back unchanged — and reports
@@ -155,6 +160,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
     s, d, m = losses.policy_loss(logp, old, mb["advantages"], mb["loss_mask"], cfg,
                                  ref_logp=mb.get("ref_logp"), entropy=entropy)
+    if "sampler_logp" in mb:  # the loss pass's own log-probs: no extra forward pass
+      m.update(losses.logprob_gap(jax.lax.stop_gradient(logp), mb["sampler_logp"], mb["loss_mask"]))
     return s, (d, m)
 
   grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
@@ -214,8 +221,8 @@ def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callabl
   return jax.jit(fn, static_argnames="packed_width")
 
 
-_PROMPT_KEYS = ("prompt_ids", "prompt_mask")                       # left-padded: trim on the left
-_COMPLETION_KEYS = ("completion_ids", "loss_mask", "old_logp", "ref_logp")  # right-padded
+_PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded: trim on the left
+_COMPLETION_KEYS = ("completion_ids", "loss_mask", "old_logp", "ref_logp", "sampler_logp")  # right
 
 
 def content_widths(batch: dict) -> tuple[int, int]:

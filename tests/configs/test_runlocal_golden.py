@@ -26,9 +26,11 @@ RECIPE_CONFIGS = ("grace", "trust", "arena", "lear", "truthrl", "synthetic_smoll
 RECORD = bool(os.environ.get("GJ_RECORD_GOLDEN"))
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "rl")]  # toy_task, recipes.fakes
 _VOLATILE = ("time/", "throughput/")
-# Metrics added after the recording: the update's non-finite guard (issue 18). These runs are finite,
-# so every step must report 0 for them; they are checked here and left out of the comparison.
-_ADDED_AFTER_RECORDING = ("nonfinite/",)
+# Metrics added after the recording (issue 18): the non-finite guard's counts, which these finite runs
+# must report as 0, and the health monitors (rl/health.py), which must be finite; both are checked
+# here and left out of the comparison.
+_ADDED_AFTER_RECORDING = ("nonfinite/", "reward/nonfinite_frac")
+_MONITORS = ("health/",)
 
 
 def _load(name):
@@ -92,7 +94,9 @@ def _record_or_load(path, key, value):
 def _check_rows(got, path, key):
   for r in got:
     assert all(v == 0 for k, v in r.items() if k.startswith(_ADDED_AFTER_RECORDING)), r
-  got = [{k: v for k, v in r.items() if not k.startswith(_ADDED_AFTER_RECORDING)} for r in got]
+    assert all(np.isfinite(v) for k, v in r.items() if k.startswith(_MONITORS)), r
+  got = [{k: v for k, v in r.items() if not k.startswith(_ADDED_AFTER_RECORDING + _MONITORS)}
+         for r in got]
   want = _record_or_load(path, key, got)
   assert [r["step"] for r in got] == [r["step"] for r in want]
   for g, w in zip(got, want):

@@ -1,6 +1,7 @@
-"""End-to-end GRPO on a toy task with a tiny model: learning, DAPO options, kill-and-resume, overlong
-prompts dropped from the data."""
+"""End-to-end GRPO on a toy task with a tiny model: learning, DAPO options, kill -9 and resume,
+overlong prompts dropped from the data."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import sys
 import numpy as np
 
 import toy_task
+from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax.data.schema import Example
 from grounding_jax.rl import config as config_lib
@@ -79,23 +81,38 @@ def test_select_groups_refills_to_requested_size():
   np.testing.assert_array_equal(collect.select_groups(usable, informative, 6), [1, 4, 0, 2, 5, 3])
 
 
+def _logged(workdir):
+  """metrics.jsonl rows without timings."""
+  rows = [json.loads(line) for line in (workdir / "logs" / "metrics.jsonl").read_text().splitlines()]
+  return [{k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))} for r in rows]
+
+
 def test_kill_and_resume_continues_exactly(tiny_checkpoint, tmp_path):
+  """SIGKILL before, inside and after a checkpoint write, each run resuming the one before: every
+  step's logged metrics equal an uninterrupted run's, and each step is logged once."""
   ckpt = tiny_checkpoint("llama")
   straight = toy_task.make_trainer(ckpt, tmp_path / "straight").train()
-  assert [h["step"] for h in straight] == [1, 2, 3, 4, 5]
+  assert [h["step"] for h in straight] == [1, 2, 3, 4, 5]  # stages of 2 and 3 steps
   worker = os.path.join(os.path.dirname(__file__), "resume_worker.py")
-  proc = subprocess.run([sys.executable, worker, str(ckpt), str(tmp_path / "killed"), "2"],
-                        capture_output=True, text=True, timeout=600)
-  assert proc.returncode == -9, proc.stderr[-2000:]  # SIGKILL right after stage 1's last step
-  # Resume across the stage boundary for two steps, then resume again mid-stage for the last one.
-  resumed = toy_task.make_trainer(ckpt, tmp_path / "killed").train(max_steps=2)
-  resumed += toy_task.make_trainer(ckpt, tmp_path / "killed").train()
-  assert [h["step"] for h in resumed] == [3, 4, 5]
-  skip = ("time/", "throughput/")
-  for got, want in zip(resumed, straight[2:]):
-    for key, value in want.items():
-      if not key.startswith(skip):
-        np.testing.assert_allclose(got[key], value, rtol=1e-6, atol=1e-7, err_msg=key)
+  killed = tmp_path / "killed"
+  # before_save:2 leaves checkpoint 1 and rows 1-2 (step 2 is replayed); in_save:3 resumes
+  # mid-stage 1 and leaves an unfinalized step 3 beside checkpoint 2; after_save:4 resumes at the
+  # stage boundary and leaves checkpoint 4 (rows 3-4 written twice in all, replayed exactly).
+  for kill_at, latest in (("before_save:2", 1), ("in_save:3", 2), ("after_save:4", 4)):
+    proc = subprocess.run([sys.executable, worker, str(ckpt), str(killed), kill_at],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -9, (kill_at, proc.stderr[-2000:])
+    assert checkpoints.latest_step(killed / "checkpoints") == latest, kill_at
+    unfinished = [p.name for p in (killed / "checkpoints").iterdir() if "tmp" in p.name]
+    assert unfinished == (["3.orbax-checkpoint-tmp"] if kill_at == "in_save:3" else []), unfinished
+  resumed = toy_task.make_trainer(ckpt, killed).train()
+  assert [h["step"] for h in resumed] == [5]
+  got, want = _logged(killed), _logged(tmp_path / "straight")
+  assert [r["step"] for r in got] == [1, 2, 3, 4, 5]  # replayed steps replaced their rows
+  for g, w in zip(got, want):
+    assert sorted(g) == sorted(w)
+    for key, value in w.items():
+      np.testing.assert_allclose(g[key], value, rtol=1e-6, atol=1e-7, err_msg=f"{g['step']} {key}")
 
 
 def test_bad_batch_split_is_rejected(tmp_path):

@@ -1,0 +1,27 @@
+"""launch/train.py stops a run whose updates keep turning non-finite with exit code 1 and one error
+line (no traceback), the step's metrics logged. (The default config's successful run through the
+launcher is tests/configs/test_configs.py.)"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_a_run_of_nonfinite_updates_exits_1_with_one_error_line(tiny_smollm2_dir, tmp_path):
+  workdir = tmp_path / "run"
+  cmd = [sys.executable, str(ROOT / "launch" / "train.py"),
+         f"--config={ROOT / 'configs' / 'synthetic_smollm2.py'}", f"--workdir={workdir}",
+         f"--config.model.path={tiny_smollm2_dir}", "--config.stages[0].num_steps=2",
+         "--config.rollout.max_new_tokens=4", "--config.reward.num_workers=0",
+         "--config.optimizer.learning_rate=1e39",  # overflows float32: every update is non-finite
+         "--config.health.max_consecutive_nonfinite=1"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  errors = [line for line in proc.stderr.splitlines() if line.startswith("E") and "stopping" in line]
+  assert len(errors) == 1 and "stopping at step 1: step 1 skipped its update as non-finite" in errors[0]
+  rows = [json.loads(line) for line in (workdir / "logs" / "metrics.jsonl").read_text().splitlines()]
+  assert [(r["step"], r["nonfinite/skipped_updates"]) for r in rows] == [(1, 1.0)]
