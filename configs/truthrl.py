@@ -5,6 +5,8 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
   python launch/train.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir=/runs/truthrl
   python launch/train.py --config=configs/truthrl.py:runlocal --workdir=/tmp/gj_truthrl   # CPU
+  python launch/evaluate.py --config=configs/truthrl.py:runlocal --model=smollm2 --model=/tmp/gj_truthrl \
+      --output_dir=/tmp/gj_truthrl_eval    # start vs trained on 16 held-out synthetic questions
   # get_sweep: the v2 abstention-reward sweep × β (6 runs; --dry_run prints them)
   python launch/sweep.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir_root=/runs/truthrl_sweep
@@ -14,6 +16,8 @@ G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, te
 2048 new tokens, the paper's seq-mean-token-mean aggregation. The reward's correctness judge defaults
 to exact match (offline); the paper uses an LLM judge (see grounding_jax.judges).
 """
+
+import ml_collections
 
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
@@ -36,6 +40,11 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("truthrl", num_steps=200, recipe="truthrl")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 10
+  # Evaluation (note 004 §6): greedy, 2048 new tokens, Acc / Unc / Hall / T with an LLM judge
+  # (--config.evals.judges.judge.kind=llm --config.evals.judges.judge.path=FOLDER; exact match without).
+  c.evals.update(dict(every_steps=0, num_examples=0))   # 0 = the whole file
+  c.evals.data.update(dict(kind="jsonl", path=""))
+  c.evals.judges.judge = ml_collections.ConfigDict(dict(kind="", path="", style="truthrl"))
   if arg == "runlocal":
     presets.runlocal(c)
   return c

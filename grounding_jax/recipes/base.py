@@ -249,6 +249,7 @@ class Recipe(abc.ABC):
       "truthrl_binary" -> {"scheme": "binary"}); get_reward(variant) builds them.
     headline_metric: the key of `evaluate`'s result that the paper ranks models by.
     metric_columns: the keys of `evaluate`'s result in the order of the paper's main table.
+    rollout_extras: the per-completion extras its `rollout` passes to the reward (LEAR's answers).
   """
 
   name: str = ""
@@ -259,6 +260,7 @@ class Recipe(abc.ABC):
   reward_variants: Mapping[str, Mapping[str, Any]] = {}
   headline_metric: str = ""
   metric_columns: tuple[str, ...] = ()
+  rollout_extras: tuple[str, ...] = ()
 
   # --- prompts
   def messages(self, example: Example, *, template: str = "default", **options: Any) -> Messages:

@@ -291,6 +291,7 @@ class Lear(base.Recipe):
   eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=768)
   headline_metric = "f1"
   metric_columns = ("em", "f1", "cr_total")
+  rollout_extras = lear_rollout.ANSWER_EXTRAS
 
   def parse(self, completion: str) -> lear_rollout.RationaleEvidence:
     return lear_rollout.parse_rollout(completion)

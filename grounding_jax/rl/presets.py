@@ -63,7 +63,8 @@ def reward_fn(name: str, weight: float = 1.0, **options) -> ml_collections.Confi
 
 def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
              max_new_tokens: int = 64) -> ml_collections.ConfigDict:
-  """Shrinks a recipe config to a CPU-sized run: SmolLM2-135M, synthetic data, 4 prompts × G=4.
+  """Shrinks a recipe config to a CPU-sized run: SmolLM2-135M, synthetic data, 4 prompts × G=4,
+  16 held-out questions.
 
   Keeps every algorithmic setting (loss, KL, advantage, DAPO options) so a recipe's code path is what
   runs; only sizes, the model and the data source change.
@@ -86,4 +87,9 @@ def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
     st.num_steps = steps
     st.data.kind = "synthetic"
     st.data.num_examples = 64
+  # Held-out evaluation: 16 of the synthetic world's unasked questions, the rollout's token limit;
+  # a config that validates during training does so once, after the last step.
+  c.evals.update(dict(num_examples=16, batch_size=16, every_steps=steps if c.evals.every_steps else 0))
+  c.evals.data.update(dict(kind="synthetic", path=""))
+  c.evals.decoding.max_new_tokens = max_new_tokens
   return c
