@@ -108,7 +108,7 @@ def prepare(config, model_specs, *, output_dir, data=None, num_examples=None, re
   their steps), the labels, the curves workdir, the data rows against the recipe's evaluator and
   rewards, and the judges the evaluator needs. Raises ValueError / FileNotFoundError (one line)."""
   settings = harness.EvalSettings.from_config(config)  # an unknown recipe fails here
-  validate.check_config(config)
+  validate.check_config(config, training=False)
   refs = [model_ref.resolve(m) for m in model_specs]
   reader_ref = model_ref.resolve(reader) if reader else None
   labels = list(labels or [])

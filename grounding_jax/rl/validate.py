@@ -34,19 +34,22 @@ BEST_DIR = model_ref.BEST_CHECKPOINTS
 MODES = ("max", "min")
 
 
-def check_config(c: ml_collections.ConfigDict) -> None:
-  """Raises ValueError naming the field when config.evals / checkpoint.best_* cannot run."""
+def check_config(c: ml_collections.ConfigDict, *, training: bool = True) -> None:
+  """Raises ValueError naming the field when config.evals (and, for training, its schedule and
+  checkpoint.best_*) cannot run."""
   ev, ck = c.evals, c.checkpoint
-  if ev.every_steps < 0:
-    raise ValueError(f"evals.every_steps={ev.every_steps} must be >= 0 (0 = no validation)")
   if ev.data.kind not in splits.KINDS:
     raise ValueError(f"evals.data.kind={ev.data.kind!r}; expected one of {splits.KINDS}")
-  if ev.every_steps and ev.data.kind == "jsonl" and not ev.data.path:
-    raise ValueError("evals.data.kind='jsonl' needs evals.data.path (e.g. build_data.py's "
-                     "heldout.jsonl), or set evals.every_steps=0")
   if ev.decoding.num_samples < 1 or ev.batch_size < 1:
     raise ValueError(f"evals.decoding.num_samples={ev.decoding.num_samples} and evals.batch_size="
                      f"{ev.batch_size} must be >= 1")
+  if not training:
+    return
+  if ev.every_steps < 0:
+    raise ValueError(f"evals.every_steps={ev.every_steps} must be >= 0 (0 = no validation)")
+  if ev.every_steps and ev.data.kind == "jsonl" and not ev.data.path:
+    raise ValueError("evals.data.kind='jsonl' needs evals.data.path (e.g. build_data.py's "
+                     "heldout.jsonl), or set evals.every_steps=0")
   if ck.best_mode not in MODES:
     raise ValueError(f"checkpoint.best_mode={ck.best_mode!r}; use one of {MODES}")
   if ck.best_metric and not ck.best_metric.startswith("eval/"):
