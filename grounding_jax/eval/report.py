@@ -74,9 +74,13 @@ def markdown(recipe_name: str, results: Sequence[ModelResult],
   first = results[0].metrics
   n = int(first.get("n_questions", 0))
   lines = [f"# {recipe.paper}: recipe `{recipe_name}`", ""]
-  for key in ("command", "data", "decoding"):
-    if key in about:
-      lines.append(f"- {key}: `{about[key]}`" if key == "command" else f"- {key}: {about[key]}")
+  if about.get("command"):
+    lines.append(f"- command: `{about['command']}`")
+  for name, spec in (about.get("models") or {}).items():
+    lines.append(f"- model `{name}`: {spec}")
+  for key in ("reader", "data", "decoding"):
+    if about.get(key):
+      lines.append(f"- {key}: {about[key]}")
   lines.append(f"- questions: {n} ({int(first.get('n_answerable', 0))} answerable, "
                f"{int(first.get('n_unanswerable', 0))} unanswerable)")
   lines += ["", table(recipe_name, results, intervals), ""]

@@ -48,6 +48,8 @@ def tiny_runlocal(name, model_dir, workdir):
   # Validation in training where the recipe's config has it (ARENA, LEAR): after the last step.
   c.evals.update(dict(every_steps=2 if c.evals.every_steps else 0, num_examples=4, batch_size=4))
   c.evals.decoding.max_new_tokens = 8
+  if name == "truthrl":  # two samples per question: pass@2 and maj@2, questions resampled whole
+    c.evals.decoding.update(dict(num_samples=2, temperature=1.0))
   if name == "trust":  # NLI judge: the tiny causal LM asked yes/no, for the reward and Trust-Score
     c.reward.functions[0].options.nli = str(model_dir)  # one FieldReference for all three uses
     assert c.evals.judges.nli == c.stages[1].reward.functions[0].options.nli == str(model_dir)
@@ -86,8 +88,13 @@ def test_runlocal_trains_then_evaluate_writes_the_table(name, tiny_smollm2_dir, 
   assert {(b["model"], b["metric"]) for b in summary["bootstrap"]} == {
       (r.name, m) for r in results[1:] for m in (summary["headline_metric"], "reward")}
   assert all(b["low"] <= b["difference"] <= b["high"] for b in summary["bootstrap"])
+  k = c.evals.decoding.num_samples
+  if k > 1:
+    assert {f"pass@{k}", f"maj@{k}"} <= set(summary["columns"])
+    for r in results:
+      assert r.metrics[f"pass@{k}"] >= r.metrics["accuracy"]  # any of k samples vs each sample
   predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
-  assert len(predictions) == 4 * len(models)
+  assert len(predictions) == 4 * k * len(models)
   row = predictions[-1]
   assert row["prompt"] and "completion" in row and "parsed" in row and "reward" in row["scores"]
   # The held-out questions are none of the training questions.
