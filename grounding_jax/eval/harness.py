@@ -151,9 +151,10 @@ def check_examples(examples: Sequence[Example], settings: EvalSettings, rewards:
   try:  # judges as None: the keys say which are configured, and no model is loaded
     recipe.evaluate(blank, examples, **{k: None for k in settings.judges},
                     **recipe.evaluate_inputs(round_))
-  except TypeError as e:
-    raise ValueError(f"recipe {settings.recipe!r} evaluation: {e}; set it in config.evals.judges "
-                     "(e.g. --config.evals.judges.nli=/path/to/nli_model)") from e
+  except TypeError as e:  # a judge argument missing, or one the evaluator does not take
+    raise ValueError(f"recipe {settings.recipe!r} evaluation: {e}; config.evals.judges holds the "
+                     "evaluator's judge arguments (nli=FOLDER for trust, judge=dict(kind=..., path=...) "
+                     "for grace / arena / truthrl)") from e
   for _, _, fn in rewards:
     fn(blank, examples, completion_lengths=[0] * n, truncated=[False] * n, **round_.extras)
 

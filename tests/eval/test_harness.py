@@ -137,7 +137,7 @@ def test_check_examples_names_the_row_and_the_missing_judge():
   with pytest.raises(ValueError, match=r"id='synthetic-0-\d'.*gold_passage_ids"):
     harness.check_examples(examples, settings, [("arena", 1.0, recipes.get_reward("arena"))])
   trust = harness.EvalSettings(recipe="trust_stage2", decoding=recipes.Decoding())
-  with pytest.raises(ValueError, match=r"nli.*config.evals.judges"):
+  with pytest.raises(ValueError, match=r"missing 1 required keyword-only argument: 'nli'.*config.evals"):
     harness.check_examples(examples, trust)
   harness.check_examples(examples, harness.EvalSettings(recipe="trust_stage2", decoding=trust.decoding,
                                                         judges={"nli": "/not/loaded/by/the/check"}))
