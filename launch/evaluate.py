@@ -119,7 +119,7 @@ def prepare(config, model_specs, *, output_dir, data=None, num_examples=None, re
                             "workdir that has logged a step)")
   examples = load_examples(config, data, num_examples)
   rewards = setup.reward_functions(setup.stage_config(config, config.stages[-1]))
-  harness.check_examples(examples, settings, rewards)
+  harness.check_examples(examples, settings, rewards, reader=reader_ref is not None)
   about = {"command": command, "data": describe_data(config, data, examples),
            "decoding": dataclasses.asdict(settings.decoding)}
   if reader_ref is not None:

@@ -137,13 +137,18 @@ class ModelResult:
   ids: list[str]
 
 
-def check_examples(examples: Sequence[Example], settings: EvalSettings, rewards: RewardSpec = ()) -> None:
+def check_examples(examples: Sequence[Example], settings: EvalSettings, rewards: RewardSpec = (), *,
+                   reader: bool = False) -> None:
   """Raises ValueError naming the example and field when the recipe's evaluator or a reward cannot
-  score `examples`, or the evaluator needs a judge that is not configured. Cheap (empty completions,
-  no judge is called): run it before any model loads."""
+  score `examples`, the evaluator needs a judge that is not configured, or a reader is given to a
+  recipe without the two-model protocol. Cheap (empty completions, no judge is called): run it
+  before any model loads."""
   recipe = recipes.get_recipe(settings.recipe)
   if not examples:
     raise ValueError("no evaluation examples (evals.num_examples is 0, or the data file is empty)")
+  if reader and recipe.reader_prompt(examples[0], "") is None:
+    raise ValueError(f"recipe {recipe.name!r} has no two-model protocol; a reader applies to recipes "
+                     "with a reader prompt (lear)")
   n, examples = len(examples), list(examples)
   blank = [""] * n
   round_ = rollout_lib.RolloutRound(rollout=None, completions=blank,
@@ -257,9 +262,6 @@ def _read(recipe: recipes.Recipe, reader, rows: Sequence[Example], completions: 
   """A separate reader's greedy answers from what each completion extracted."""
   reader_model, reader_tokenizer = reader
   prompts = [recipe.reader_prompt(ex, c, reader_tokenizer) for ex, c in zip(rows, completions)]
-  if prompts and prompts[0] is None:
-    raise ValueError(f"recipe {recipe.name!r} has no two-model protocol; --reader applies to recipes "
-                     "with a reader prompt (lear).")
   out: list[str] = []
   for start in range(0, len(prompts), settings.batch_size):
     gen = sampling.generate(reader_model, reader_tokenizer, prompts[start:start + settings.batch_size],

@@ -141,3 +141,13 @@ def test_check_examples_names_the_row_and_the_missing_judge():
     harness.check_examples(examples, trust)
   harness.check_examples(examples, harness.EvalSettings(recipe="trust_stage2", decoding=trust.decoding,
                                                         judges={"nli": "/not/loaded/by/the/check"}))
+  with pytest.raises(ValueError, match=r"'truthrl' has no two-model protocol"):
+    harness.check_examples(examples, harness.EvalSettings(recipe="truthrl", decoding=trust.decoding),
+                           reader=True)
+
+
+def test_lear_reader_prompt_holds_the_question_and_the_extract_alone():
+  ex = synthetic.generate_examples(1, seed=2, answerable_ratio=1.0)[0]
+  prompt = recipes.get_recipe("lear").reader_prompt(ex, "<reason>why</reason><extract>EVID ONLY</extract>")
+  assert prompt.endswith(f"Question: {ex.question} Document: EVID ONLY Answer:")  # Table 7
+  assert ex.passages[0].text not in prompt and "why" not in prompt

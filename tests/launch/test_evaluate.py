@@ -69,7 +69,8 @@ def test_runlocal_trains_then_evaluate_writes_the_table(name, tiny_smollm2_dir, 
   if c.checkpoint.best_metric:  # LEAR keeps its best-on-dev step
     models.append(f"{tmp_path / 'run'}@best")
   out = tmp_path / "eval"
-  plan = evaluate_cli.prepare(c, models, output_dir=str(out), bootstrap_resamples=500,
+  reader = str(tiny_smollm2_dir) if name == "lear" else None  # LEAR's two-model protocol
+  plan = evaluate_cli.prepare(c, models, output_dir=str(out), bootstrap_resamples=500, reader=reader,
                               curves_workdir=str(tmp_path / "run") if name == "grace" else None,
                               command="python launch/evaluate.py ...")
   results, intervals, path = evaluate_cli.execute(plan)
@@ -97,6 +98,9 @@ def test_runlocal_trains_then_evaluate_writes_the_table(name, tiny_smollm2_dir, 
   assert len(predictions) == 4 * k * len(models)
   row = predictions[-1]
   assert row["prompt"] and "completion" in row and "parsed" in row and "reward" in row["scores"]
+  if reader:  # the reader answered from each extract, and its answer is what EM / F1 scored
+    assert all(isinstance(p["reader_outputs"], str) for p in predictions)
+    assert "reader" in report
   # The held-out questions are none of the training questions.
   train = {ex.question for st in c.stages for ex in synthetic.generate_examples(
       st.data.num_examples, seed=st.data.seed, answerable_ratio=st.data.answerable_ratio)}
