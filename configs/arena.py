@@ -3,14 +3,19 @@ r"""ARENA (seed 002): relevance / analysis / answer format, EM + relevance + bon
   python launch/build_data.py --recipe=arena --source=hotpotqa --train_input=hotpot_train_v1.1.json \
       --output_dir=/data/arena_hotpotqa
   python launch/train.py --config=configs/arena.py --config.model.path=/ckpt/Qwen2.5-7B-Instruct \
-      --config.stages[0].data.path=/data/arena_hotpotqa/train.jsonl --workdir=/runs/arena
+      --config.stages[0].data.path=/data/arena/train.jsonl \
+      --config.evals.data.path=/data/arena/heldout.jsonl --workdir=/runs/arena   # build_data --preset=arena
   python launch/train.py --config=configs/arena.py:runlocal --workdir=/tmp/gj_arena   # CPU, minutes
+  python launch/evaluate.py --config=configs/arena.py --model=/ckpt/Qwen2.5-7B-Instruct \
+      --model=/runs/arena --data=/data/arena/test_hotpotqa.jsonl --output_dir=/runs/arena/eval_hotpotqa
 
 Paper / authors' code (note 002 §5): 256 prompts × G=7 per optimizer step, ≈95 steps, lr 3e-6 cosine
 with 10% warm-up, β = 0.04 with the k2 estimator ½(log π_ref − log π)², μ = 1, temperature 0.9,
 256 new tokens, advantages (r − mean) / (std + 1e-4) with the unbiased std; the loss is the token
 mean of each micro-batch of 4 completions, averaged, on log-probs of the raw logits (temperature 1).
 """
+
+import ml_collections
 
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
@@ -38,7 +43,13 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("arena", num_steps=95, recipe="arena")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 25
+  # In-training evaluation (note 002 §5, authors' code): every 25 steps on the 500 held-out train-mix
+  # prompts (build_data.py --preset=arena writes heldout.jsonl), T 0.9, 1024 new tokens.
+  c.evals.update(dict(every_steps=25, num_examples=500))
+  c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/arena/heldout.jsonl
+  c.evals.judges.judge = ml_collections.ConfigDict(dict(kind="", path="", style="arena"))
   if arg == "runlocal":
     presets.runlocal(c)
     c.stages[0].data.answerable_ratio = 1.0   # ARENA's relevance reward needs gold passages
+    c.evals.data.answerable_ratio = 1.0
   return c

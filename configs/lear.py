@@ -1,9 +1,12 @@
 r"""LEAR (seed 003): extract rational evidence; answers from three hard-masked contexts; std-floored GRPO.
 
   python launch/build_data.py --recipe=lear --source=dpr --train_input=nq-train-dpr-top5.json \
-      --reader_kwargs=n_ctx=5 --output_dir=/data/lear_nq
+      --eval_input=nq-dev-dpr-top5.json --eval_limit=500 --reader_kwargs=n_ctx=5 --output_dir=/data/lear_nq
   python launch/train.py --config=configs/lear.py --config.model.path=/ckpt/Qwen2.5-1.5B-Instruct \
-      --config.stages[0].data.path=/data/lear_nq/train.jsonl --workdir=/runs/lear
+      --config.stages[0].data.path=/data/lear_nq/train.jsonl \
+      --config.evals.data.path=/data/lear_nq/eval.jsonl --workdir=/runs/lear   # best on dev kept
+  python launch/evaluate.py --config=configs/lear.py --model=/runs/lear@best \
+      --reader=/ckpt/Qwen2.5-7B-Instruct --data=/data/lear_nq/test.jsonl --output_dir=/runs/lear/eval
   python launch/train.py --config=configs/lear.py:runlocal --workdir=/tmp/gj_lear   # CPU
       # ~9.5 min a step on 2 shared cores (sample 319 s incl. compiles, update 216 s; kl_coef=0 run).
       # SmolLM2-135M seldom closes </extract> within 128 tokens, so early rewards are mostly 0.
@@ -61,10 +64,17 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("lear", num_steps=1237, recipe="lear")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 100
+  # "We select the best-performing model on the dev set" (note 003 §12; metric and frequency
+  # unreported, §18 [DECISION]: F1 of the policy's own answer from its extract, o_e, every 100 steps on
+  # 500 NQ dev questions); greedy, 768 new tokens. Table 4's reader: evaluate.py --reader=FOLDER.
+  c.evals.update(dict(every_steps=100, num_examples=500))
+  c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/lear_nq/eval.jsonl
+  c.checkpoint.update(dict(best_metric="eval/f1", best_mode="max"))
   if arg == "runlocal":
     presets.runlocal(c, max_new_tokens=128)
     c.rollout.options.answer_max_new_tokens = 16
     c.stages[0].data.answerable_ratio = 1.0   # invented names: no answer in context, no F1
+    c.evals.data.answerable_ratio = 1.0
   return c
 
 

@@ -21,8 +21,7 @@ Presets and what they cost:
            4 rows a step, 1 epoch = 16 steps. Measured on the shared 2-core CPU (load average 6-9 from
            others' jobs): 10 min wall — step 1 83 s with compilation, then 19-46 s a step — and 8.2 GB
            peak memory; the loss went 1.75 → 0.02, and greedy answers to 4 unseen questions were all
-           in the format (`<think>…</think>
-oxed{…}`), their content not yet right (1 of 4 correct
+           in the format (`<think>…</think>\n\boxed{…}`), their content not yet right (1 of 4 correct
            abstentions, 0 of 2 answers).
   grace    GRACE's SFT baseline (note 000 §8, App. B.3): `<evidence>…</evidence><answer>…</answer>` or
            `<llm> The question is unanswerable </llm><answer> Unanswerable </answer>` on GRACE's

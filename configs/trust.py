@@ -10,6 +10,8 @@ r"""Ground-GRPO (seed 001, "Lessons from Training Grounded LLMs"): two stages, N
       --config.reward.functions[0].options.nli=/path/to/any/nli_classifier --workdir=/tmp/gj_trust
   # Table 1's Ground-GRPO (Instruct) rows: the same command with configs/trust.py:instruct
   # (Qwen3 with thinking off; its template's empty think block is the reward's forced prefix)
+  python launch/evaluate.py --config=configs/trust.py --config.evals.judges.nli=/ckpt/t5_xxl_true_nli_mixture \
+      --model=/ckpt/Qwen3-8B --model=/runs/trust --data=/data/trust_eval/test.jsonl --output_dir=/runs/trust/eval
 
 Paper (note 001 §5): TRL GRPO, G = 8, lr 1e-5 cosine with 10% warm-up, 4 epochs per stage, global
 batch 384 completions (48 prompts × 8); stage 1 ≈ 25 steps on 300 answerable items, stage 2 ≈ 250 steps
@@ -54,6 +56,11 @@ def get_config(arg=None):
   for st in c.stages:
     st.data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 25
+  # Evaluation (note 001 §6): Trust-Score with the same NLI model, T 0.5 / top-p 0.95 (Trust-Eval),
+  # on the test file; the paper evaluates each stage's final model.
+  c.evals.update(dict(every_steps=0, num_examples=0))   # 0 = the whole file
+  c.evals.data.update(dict(kind="jsonl", path=""))
+  c.evals.judges.nli = nli
   if arg not in ARGS:
     raise ValueError(f"configs/trust.py:{arg}: unknown preset; expected one of {ARGS[1:]}")
   if arg and "instruct" in arg:  # Table 1's Ground-GRPO (Instruct): Qwen3 with thinking off

@@ -5,6 +5,8 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
   python launch/train.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir=/runs/truthrl
   python launch/train.py --config=configs/truthrl.py:runlocal --workdir=/tmp/gj_truthrl   # CPU
+  python launch/evaluate.py --config=configs/truthrl.py:runlocal --model=smollm2 --model=/tmp/gj_truthrl \
+      --output_dir=/tmp/gj_truthrl_eval    # start vs trained on 16 held-out synthetic questions
   # get_sweep: the v2 abstention-reward sweep × β (6 runs; --dry_run prints them)
   python launch/sweep.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir_root=/runs/truthrl_sweep
@@ -26,6 +28,8 @@ G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, te
 2048 new tokens, prompts over 16,384 tokens dropped from the data (not truncated), the paper's
 seq-mean-token-mean aggregation.
 """
+
+import ml_collections
 
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
@@ -66,6 +70,11 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("truthrl", num_steps=200, recipe="truthrl")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 10
+  # Evaluation (note 004 §6): greedy, 2048 new tokens, Acc / Unc / Hall / T, judged by the reward's
+  # judge (the same ConfigDict: setting ...options.judge.base_url sets both).
+  c.evals.update(dict(every_steps=0, num_examples=0))   # 0 = the whole file
+  c.evals.data.update(dict(kind="jsonl", path=""))
+  c.evals.judges.judge = c.reward.functions[0].options.judge
   if "runlocal" in args:
     presets.runlocal(c)
     if "llm_judge" in args:  # SmolLM2 as its own judge: plumbing, not fidelity
@@ -74,6 +83,7 @@ def get_config(arg=None):
     else:  # offline: exact match, with the paper's collapse warning (Table 5)
       c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0,
                                               judge=dict(kind="exact_match"))]
+      c.evals.judges.judge = c.reward.functions[0].options.judge
   return c
 
 

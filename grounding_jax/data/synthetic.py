@@ -215,3 +215,48 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
               "answers_found": [[int(p.id == final_id)] for p in context]},
     ))
   return examples
+
+
+def held_out_examples(num_examples: int, *, train: Sequence[Example], world: World, seed: int = 0,
+                      answerable_ratio: float = 0.5, two_hop_ratio: float = 0.3, num_passages: int = 5,
+                      join_evidence: bool = False) -> list[Example]:
+  """Evaluation examples over `world` whose questions never occur in `train`.
+
+  A run trains on `generate_examples(n, seed=s)`; its held-out split asks the same world's OTHER
+  questions: candidates come from a separate seeded stream, and any whose question text (the fact it
+  asks for) is in `train` is dropped, as is a repeat of an earlier (question, answerability) pair.
+  Exactly round(num_examples × answerable_ratio) are answerable; ids are
+  "synthetic-heldout-{seed}-{i}", distinct from every training id.
+
+  Raises:
+    ValueError: the world has too few questions left beside `train` (use a smaller split, or a
+      larger world: num_countries).
+  """
+  seen = {ex.question for ex in train}
+  n_ans = round(num_examples * answerable_ratio)
+  want = {True: n_ans, False: num_examples - n_ans}
+  kept: dict[bool, list[Example]] = {True: [], False: []}
+  pairs: set[tuple[str, bool]] = set()
+  # Separate streams per round; the world is fixed, so only the questions and contexts change.
+  for round_ in range(8):
+    pool = generate_examples(max(4 * num_examples, 64), seed=1_000_003 * (seed + 1) + round_,
+                             world=world, answerable_ratio=answerable_ratio,
+                             two_hop_ratio=two_hop_ratio, num_passages=num_passages,
+                             join_evidence=join_evidence)
+    for ex in pool:
+      key = (ex.question, bool(ex.answerable))
+      if ex.question in seen or key in pairs or len(kept[key[1]]) >= want[key[1]]:
+        continue
+      pairs.add(key)
+      kept[key[1]].append(ex)
+    if all(len(kept[a]) == want[a] for a in want):
+      break
+  else:
+    raise ValueError(f"held-out split: only {len(kept[True])} answerable / {len(kept[False])} "
+                     f"unanswerable questions of this world are not in the {len(seen)} distinct "
+                     f"training questions; asked for {want[True]} / {want[False]}. Ask for fewer "
+                     "(evals.num_examples) or build a larger world.")
+  # Interleave back into one seeded order, then number them.
+  rows = kept[True] + kept[False]
+  random.Random(f"synthetic-heldout-{seed}").shuffle(rows)
+  return [dataclasses.replace(ex, id=f"synthetic-heldout-{seed}-{i}") for i, ex in enumerate(rows)]

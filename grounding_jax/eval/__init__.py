@@ -1,11 +1,18 @@
 """Evaluation: the harness over recipes and the tools around it.
 
+  harness      a model answers held-out examples (the recipe's rollout and paper decoding, batched
+               on the mesh) and its answers are scored: the recipe's table from per-example scores,
+               the run's reward, accuracy on answerable / abstention on unanswerable items
+  bootstrap    paired-bootstrap intervals of one model's difference to another on the same questions
+  report       predictions.jsonl, metrics.json and report.md (the paper's table, one row per model)
+  curves       a training run's curves (reward, KL, entropy, lengths, eval metrics) to a PNG
   paper_eval   evaluate(recipe, completions, examples, judge=..., nli=...) -> the paper's numbers
                (each recipe's evaluator lives in grounding_jax/recipes/<recipe>.py)
   metrics      pass@k and maj@k over sampled answers (and the recipes' metrics under their old names)
   bertscore    BERTScore-F1 (bert_score 0.3.13 semantics) on a Flax or torch encoder from a folder
   probing      TruthRL's knowledge-boundary probe (sample a policy many times per question)
   seqio_tasks  seqio Tasks per dataset × recipe (optional: needs the seqio extra)
+  model_ref    which model an HF folder, a workdir, workdir@step or workdir@best is
 Judges (NLI and answer correctness) live in grounding_jax.judges.
 """
 

@@ -9,7 +9,7 @@ whose architecture and tokenizer the checkpoints belong to, `model.param_dtype` 
 Only the policy parameters ("['params']") are read from a checkpoint, not the optimizer state.
 
 This sits at the eval layer because evaluation and export are its callers and it reads what both
-trainers write; it reuses `rl.presets.resolve_model_path` for the "smollm2" preset name.
+trainers write; it resolves the "smollm2" preset name with `models.gguf_convert.resolve_model_path`.
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ from flax import nnx
 
 from grounding_jax import checkpoints
 from grounding_jax import models
-from grounding_jax.rl import presets
+from grounding_jax.models import gguf_convert
 
 RUN_CONFIG = "config.json"      # <workdir>/config.json: the resolved run config (ml_collections JSON)
 CHECKPOINTS = "checkpoints"     # <workdir>/checkpoints: where both trainers save
+BEST_CHECKPOINTS = "checkpoints_best"  # <workdir>/checkpoints_best: GRPO's best validation step
+                                       # (checkpoint.best_metric, rl/validate.py); read as workdir@best
 PARAMS = "['params']"           # key path of the policy parameters in a saved training state
 _EXPECTED = ("an HF folder (config.json + model.safetensors), a training or SFT workdir (checkpoints/ + "
-             "config.json), or workdir@step")
+             "config.json), workdir@step or workdir@best")
 
 
 def write_run_config(workdir: str | os.PathLike, config: ml_collections.ConfigDict) -> pathlib.Path:
@@ -73,17 +75,21 @@ class ModelRef:
     workdir: the run's folder, or None for an HF folder.
     step: the checkpoint step, or None for an HF folder.
     param_dtype: dtype of the stored weights ("float32", "bfloat16", …).
+    checkpoints: the workdir's checkpoint folder (CHECKPOINTS, or BEST_CHECKPOINTS for workdir@best).
   """
   spec: str
   hf_folder: str
   workdir: Optional[str] = None
   step: Optional[int] = None
   param_dtype: str = "float32"
+  checkpoints: str = CHECKPOINTS
 
   @property
   def name(self) -> str:
-    """A short label for tables: the folder, or workdir@step."""
-    return self.hf_folder if self.workdir is None else f"{self.workdir}@{self.step}"
+    """A short label for tables: the folder, or workdir@step (workdir@best:step)."""
+    if self.workdir is None:
+      return self.hf_folder
+    return f"{self.workdir}@{'best:' if self.checkpoints == BEST_CHECKPOINTS else ''}{self.step}"
 
 
 @dataclasses.dataclass
@@ -103,45 +109,52 @@ def resolve(spec: str) -> ModelRef:
   """Resolves M without loading weights; every error is one line naming the value and what was expected.
 
   Args:
-    spec: an HF folder, "smollm2" (the offline SmolLM2 preset), a workdir (newest checkpoint), or
-      "workdir@step".
+    spec: an HF folder, "smollm2" (the offline SmolLM2 preset), a workdir (newest checkpoint),
+      "workdir@step", or "workdir@best" (the step kept by checkpoint.best_metric).
   Raises:
     FileNotFoundError: no such folder, no such step (the message lists the steps there are), a missing
       run record or base model folder.
     ValueError: a folder that is neither an HF folder nor a workdir; a step that is not an integer.
   """
   spec = str(spec)
-  if spec == presets.SMOLLM2:
-    return ModelRef(spec, presets.resolve_model_path(spec))
-  path, step = spec, None
+  if spec == gguf_convert.SMOLLM2:
+    return ModelRef(spec, gguf_convert.resolve_model_path(spec))
+  path, step, kept = spec, None, CHECKPOINTS
   match = re.fullmatch(r"(.+)@([^@/]*)", spec)
   if match and not pathlib.Path(spec).exists():
     path, step_text = match.groups()
-    if not step_text.isdigit():
-      raise ValueError(f"{spec}: the step after '@' must be a non-negative integer, e.g. {path}@100")
-    step = int(step_text)
+    if step_text == "best":
+      kept = BEST_CHECKPOINTS
+      if not (pathlib.Path(path) / BEST_CHECKPOINTS).is_dir():
+        raise FileNotFoundError(f"{spec}: {path} has no {BEST_CHECKPOINTS}/ (a run keeps one when "
+                                "checkpoint.best_metric is set and validation has run)")
+    elif not step_text.isdigit():
+      raise ValueError(f"{spec}: the step after '@' must be a non-negative integer or 'best', e.g. "
+                       f"{path}@100")
+    else:
+      step = int(step_text)
   folder = pathlib.Path(path)
   if not folder.is_dir():
     raise FileNotFoundError(f"{path}: no such folder; expected {_EXPECTED}")
   if not (folder / CHECKPOINTS).is_dir() and _is_hf_folder(folder):
-    if step is not None:
+    if step is not None or kept != CHECKPOINTS:
       raise ValueError(f"{spec}: {path} is an HF folder, which has no steps; '@step' picks a "
                        f"checkpoint of a workdir")
     return ModelRef(spec, str(folder.absolute()))
   if not (folder / CHECKPOINTS).is_dir():
     raise ValueError(f"{path}: neither an HF folder nor a workdir; expected {_EXPECTED}")
   record = read_run_config(folder)
-  base = pathlib.Path(presets.resolve_model_path(record.get("model", {}).get("path", "")))
+  base = pathlib.Path(gguf_convert.resolve_model_path(record.get("model", {}).get("path", "")))
   if not _is_hf_folder(base):
     raise FileNotFoundError(f"{base} (model.path in {folder / RUN_CONFIG}) is not an HF folder; the "
                             f"checkpoints of {path} need its config.json and tokenizer")
-  checkpointer = checkpoints.Checkpointer(folder / CHECKPOINTS)
+  checkpointer = checkpoints.Checkpointer(folder / kept)
   try:
     step = checkpointer.read_meta(step)["step"]
   finally:
     checkpointer.close()
   return ModelRef(spec, str(base.absolute()), workdir=str(folder.absolute()), step=int(step),
-                  param_dtype=record["model"].get("param_dtype", "float32"))
+                  param_dtype=record["model"].get("param_dtype", "float32"), checkpoints=kept)
 
 
 def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rules=None) -> LoadedModel:
@@ -164,7 +177,7 @@ def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rule
   if ref.workdir is None:
     return LoadedModel(model, tokenizer, ref)
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-  checkpointer = checkpoints.Checkpointer(pathlib.Path(ref.workdir) / CHECKPOINTS)
+  checkpointer = checkpoints.Checkpointer(pathlib.Path(ref.workdir) / ref.checkpoints)
   try:
     params, _ = checkpoints.restore_subtree(checkpointer, params, PARAMS, step=ref.step)
   finally:

@@ -164,3 +164,17 @@ def prepare_smollm2(cache_dir: str | os.PathLike | None = None) -> pathlib.Path:
     finally:
       shutil.rmtree(build, ignore_errors=True)
   return target
+
+
+# The model-path value that launch scripts, configs and model references resolve to the SmolLM2 folder
+# above (config.model.path="smollm2", evaluate.py --model=smollm2, judge path="smollm2").
+SMOLLM2 = "smollm2"
+
+
+def resolve_model_path(path: str) -> str:
+  """An HF folder for a model path, preparing SmolLM2 once when the preset name "smollm2" is given."""
+  if path == SMOLLM2:
+    return str(prepare_smollm2())
+  if not path:
+    raise ValueError("config.model.path is empty: set it to an HF folder or to 'smollm2'")
+  return path

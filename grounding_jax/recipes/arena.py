@@ -233,7 +233,11 @@ class ArenaReward(base.RewardFn):
 # ------------------------------------------------------------------------------- evaluation (§6)
 
 def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=None) -> dict[str, Any]:
-  """ARENA's EM, F1, LJ as fractions (Table 3), plus mean format and relevance scores (Fig. 2)."""
+  """ARENA's EM, F1, LJ as fractions (Table 3), plus mean format and relevance scores (Fig. 2).
+
+  "per_example" holds each column per row, "correct" (EM, or the judge's verdict with a judge) and
+  "abstained" (ARENA defines none: a refusal or "I don't know" answer, `base.says_unanswerable`).
+  """
   base.check_aligned(completions, examples)
   for e in examples:
     if not e.answers:
@@ -245,6 +249,9 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   out.update(em=scores["em"], f1=scores["f1"])
   comp = ArenaReward()(list(completions), list(examples))
   out.update(format_score=float(comp["format"].mean()), relevance_score=float(comp["relevance"].mean()))
+  per = {"em": scores["em_per_example"], "f1": scores["f1_per_example"], "format_score": comp["format"],
+         "relevance_score": comp["relevance"], "correct": scores["em_per_example"],
+         "abstained": np.array([base.says_unanswerable(a) for a in answers], np.float64)}
   judge = judges.build(judge, role="correctness")
   if judge is not None:
     lj = np.zeros(len(answers))
@@ -257,6 +264,8 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
       if unreadable.shape == (len(idx),):
         lj[idx] += 0.5 * unreadable
     out["lj"] = float(lj.mean()) if len(lj) else 0.0
+    per["lj"] = per["correct"] = lj
+  out.update(per_example=per, answers=answers)
   return out
 
 

@@ -255,6 +255,33 @@ def no_angle_brackets(s: str) -> str:
   return s.replace("<", "\u2039").replace(">", "\u203a")
 
 
+# ------------------------------------------------------------------------------ per-example scores
+# Every evaluator also returns "per_example": name -> float64 [N], one value per completion, from which
+# `Recipe.aggregate` recomputes its table exactly (so a bootstrap can resample examples). Columns of a
+# subset metric hold NaN outside the subset; "correct" (the answer's verdict, in [0, 1]) and
+# "abstained" (0 / 1, the recipe's own notion of declining to answer) are there for every recipe.
+
+def subset_column(values: Any, mask: Any, scale: float = 1.0) -> np.ndarray:
+  """float64 [N]: scale · values where `mask`, NaN elsewhere (a metric over a subset of the rows)."""
+  values = np.broadcast_to(np.asarray(values, np.float64), np.shape(mask))
+  return np.where(np.asarray(mask, bool), scale * values, np.nan)
+
+
+def column_mean(values: Any) -> float:
+  """The mean of a per-example column without its NaN rows; 0.0 when no row counts (as the
+  evaluators report an empty subset)."""
+  v = np.asarray(values, np.float64)
+  v = v[~np.isnan(v)]
+  return float(v.mean()) if v.size else 0.0
+
+
+def says_unanswerable(answer: str) -> bool:
+  """Abstention for recipes whose papers define none (ARENA, LEAR, naive): the stated answer is
+  Trust-Score's refusal (fuzzy match of its refusal flag, `text.is_refusal`) or contains TruthRL's
+  "I don't know" (`text.is_abstention`)."""
+  return text.is_refusal(answer) or text.is_abstention(answer)
+
+
 # ------------------------------------------------------------------------------------------ recipes
 
 class Recipe(abc.ABC):
@@ -271,6 +298,7 @@ class Recipe(abc.ABC):
       "truthrl_binary" -> {"scheme": "binary"}); get_reward(variant) builds them.
     headline_metric: the key of `evaluate`'s result that the paper ranks models by.
     metric_columns: the keys of `evaluate`'s result in the order of the paper's main table.
+    rollout_extras: the per-completion extras its `rollout` passes to the reward (LEAR's answers).
   """
 
   name: str = ""
@@ -281,6 +309,7 @@ class Recipe(abc.ABC):
   reward_variants: Mapping[str, Mapping[str, Any]] = {}
   headline_metric: str = ""
   metric_columns: tuple[str, ...] = ()
+  rollout_extras: tuple[str, ...] = ()
 
   # --- prompts
   def messages(self, example: Example, *, template: str = "default", **options: Any) -> Messages:
@@ -318,7 +347,33 @@ class Recipe(abc.ABC):
   @abc.abstractmethod
   def evaluate(self, completions: Sequence[str], examples: Sequence[Example],
                **kwargs: Any) -> dict[str, Any]:
-    """The paper's evaluation numbers for `completions[i]` answering `examples[i]`."""
+    """The paper's evaluation numbers for `completions[i]` answering `examples[i]`, plus
+    "per_example" (name -> float64 [N], see `aggregate`) and "answers" ([N] the answers scored)."""
+
+  def table(self, result: Mapping[str, Any]) -> dict[str, float]:
+    """`evaluate`'s result as one flat row of numbers (the metric_columns and the evaluator's extras)."""
+    return {k: float(v) for k, v in result.items()
+            if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)}
+
+  def aggregate(self, per_example: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """The metric_columns of `table(evaluate(...))` recomputed from its "per_example" columns, for
+    any subset or resample of the rows (the bootstrap's statistic). Here each column's mean over its
+    non-NaN rows; recipes with a metric that is not a mean (balanced accuracy, a compression ratio,
+    Trust-Score's F1s) override it."""
+    return {k: column_mean(per_example[k]) for k in self.metric_columns if k in per_example}
+
+  def reader_prompt(self, example: Example, completion: str, tokenizer: Any = None) -> str | None:
+    """The two-model protocol: the prompt on which a separate reader model answers from what
+    `completion` extracted (LEAR); None when the recipe has no such protocol. The reader's outputs go
+    to `evaluate(..., reader_outputs=...)`."""
+    del example, completion, tokenizer
+    return None
+
+  def evaluate_inputs(self, round_: rollout_lib.RolloutRound) -> dict[str, Any]:
+    """`evaluate` keyword arguments that the recipe's own evaluation rollout provides (LEAR: the
+    policy's answers from its extracts, when no separate reader is given); none by default."""
+    del round_
+    return {}
 
   # --- supervised targets
   def gold_completion(self, example: Example, *, style: str = "default") -> str:

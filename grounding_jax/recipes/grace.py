@@ -319,6 +319,9 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   Fig. 3 (`error_analysis`): classification_accuracy, answer_precision and false_positive_rate of
   sufficiency judged by the path taken (a baseline's: answering rather than refusing), with the
   same verdicts; average them over test retrievers as the paper does.
+  "per_example" holds each column per row (NaN outside its subset), "answerable", "correct" (the
+  verdict), "abstained" (the `<llm>` path, or a refusal string without grace_format) and
+  "predicted_sufficient" (Fig. 3's path).
   """
   base.check_aligned(completions, examples)
   answerable = np.array([e.answerable is not False for e in examples])
@@ -326,24 +329,31 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   golds = [list(e.answers) for e in examples]
   ans_idx, un_idx = np.flatnonzero(answerable), np.flatnonzero(~answerable)
   out: dict[str, Any] = {"n_answerable": len(ans_idx), "n_unanswerable": len(un_idx)}
+  per: dict[str, np.ndarray] = {"answerable": answerable.astype(np.float64)}
   em = text.em_f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx], normalizer="arena")
   out["em_answerable"] = em["em"]
   correct_em = np.zeros(len(examples), bool)
   correct_em[ans_idx] = em["em_per_example"] == 1
+  per["em_answerable"] = base.subset_column(correct_em, answerable, 100.0)
   # Table 5's ER: ROUGE-L of the <evidence> content ("" when there is none) vs the gold evidence.
-  evidence = [tags.first_block(tags.after_think(completions[i]), "evidence") or "" for i in ans_idx]
-  out["evidence_rouge_l_answerable"] = 100.0 * float(np.mean(
-      [text.rouge_l_f1(e, [r for r in examples[i].evidence if r]) for e, i in zip(evidence, ans_idx)])
-  ) if len(ans_idx) else 0.0
+  rouge = np.zeros(len(examples))
+  for i in ans_idx:
+    evidence = tags.first_block(tags.after_think(completions[i]), "evidence") or ""
+    rouge[i] = text.rouge_l_f1(evidence, [r for r in examples[i].evidence if r])
+  out["evidence_rouge_l_answerable"] = 100.0 * float(np.mean(rouge[ans_idx])) if len(ans_idx) else 0.0
+  per["evidence_rouge_l_answerable"] = base.subset_column(rouge, answerable, 100.0)
   if bertscorer is not None:
-    out["bertscore_f1_answerable"] = bertscorer.f1([preds[i] for i in ans_idx],
-                                                   [golds[i] for i in ans_idx])["bertscore_f1"]
-  if grace_format:
-    parsed = [parse(completions[i]) for i in un_idx]
-    correct_em[un_idx] = [p.format_ok and p.path == "llm" for p in parsed]
-  else:
-    correct_em[un_idx] = refusal_em([preds[i] for i in un_idx])
+    scored = bertscorer.f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx])
+    out["bertscore_f1_answerable"] = scored["bertscore_f1"]
+    bert = np.zeros(len(examples))
+    bert[ans_idx] = scored["per_example"]
+    per["bertscore_f1_answerable"] = base.subset_column(bert, answerable, 100.0)
+  parsed = [parse(c) for c in completions]
+  took_llm = np.array([p.format_ok and p.path == "llm" for p in parsed])
+  abstained = took_llm if grace_format else refusal_em(preds)
+  correct_em[un_idx] = abstained[un_idx]
   out["acc_unanswerable"] = 100.0 * correct_em[un_idx].mean() if len(un_idx) else 0.0
+  per["acc_unanswerable"] = base.subset_column(correct_em, ~answerable, 100.0)
   verdicts, source = correct_em, "em"
   if judge is not None:
     lj = correct_em.copy()
@@ -356,6 +366,8 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
                          [refusals] * len(un_idx))
     out["lj_answerable"] = 100.0 * lj[ans_idx].mean() if len(ans_idx) else 0.0
     out["lj_unanswerable"] = 100.0 * lj[un_idx].mean() if len(un_idx) else 0.0
+    per["lj_answerable"] = base.subset_column(lj, answerable, 100.0)
+    per["lj_unanswerable"] = base.subset_column(lj, ~answerable, 100.0)
     verdicts, source = lj, "judge"
   agg = accuracy(verdicts, answerable)
   out.update(overall_accuracy=agg["overall_accuracy"], balanced_accuracy=agg["balanced_accuracy"],
@@ -368,6 +380,12 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   else:
     sufficient = ~refusal_em(preds)
   out.update(error_analysis(sufficient, answerable, verdicts))
+  sufficient = np.asarray(sufficient, bool)
+  per.update(overall_accuracy=100.0 * verdicts.astype(np.float64),
+             correct=verdicts.astype(np.float64), abstained=abstained.astype(np.float64),
+             predicted_sufficient=sufficient.astype(np.float64),
+             classification_accuracy=100.0 * (sufficient == answerable).astype(np.float64))
+  out.update(per_example=per, answers=preds)
   return out
 
 
@@ -400,6 +418,17 @@ class Grace(base.Recipe):
 
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
     return evaluate(completions, examples, **kwargs)
+
+  def aggregate(self, per_example) -> dict[str, float]:
+    """Means of the columns; B. Acc. = the mean of the verdicts' subset accuracies; Fig. 3's ratios."""
+    out = super().aggregate(per_example)
+    verdicts, answerable = np.asarray(per_example["overall_accuracy"]), per_example["answerable"] > 0
+    out["balanced_accuracy"] = (base.column_mean(verdicts[answerable])
+                                + base.column_mean(verdicts[~answerable])) / 2
+    if "predicted_sufficient" in per_example:
+      out.update(error_analysis(per_example["predicted_sufficient"] > 0, answerable,
+                                per_example["correct"] > 0))
+    return out
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
     """GRACE's SFT-baseline targets (App. B.3; note §8, §A.5): `<evidence>gold evidence</evidence>

@@ -293,7 +293,9 @@ def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
   are the downstream reader's answers given (q, extracted evidence) (the two-model protocol); without
   them the extractor's own `<answer>` block (if it wrote one) is scored. `length_fn` counts length
   units (default whitespace words; the note recommends the reader's tokens, e.g.
-  `lambda s: len(tokenizer.encode(s))`).
+  `lambda s: len(tokenizer.encode(s))`). "per_example" holds EM / F1 (%), the passage and evidence
+  lengths CR is computed from, "correct" (EM) and "abstained" (`base.says_unanswerable`; LEAR defines
+  no abstention).
   """
   base.check_aligned(rollouts, examples)
   answered = rollouts if reader_outputs is None else reader_outputs
@@ -302,12 +304,19 @@ def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
     if not e.answers:
       raise ValueError(f"lear evaluation: example {e.id!r} has no gold answers.")
   count = length_fn or (lambda s: len(s.split()))
-  out: dict[str, Any] = dict(text.em_f1([reader_answer(r) for r in answered],
-                                        [list(e.answers) for e in examples], normalizer=normalizer))
-  out.pop("em_per_example"), out.pop("f1_per_example")
+  answers = [reader_answer(r) for r in answered]
+  out: dict[str, Any] = dict(text.em_f1(answers, [list(e.answers) for e in examples],
+                                        normalizer=normalizer))
+  em, f1 = out.pop("em_per_example"), out.pop("f1_per_example")
   evidence = [lear_rollout.parse_rollout(r).evidence or "" for r in rollouts]
   passages = ["\n".join(p.text for p in e.passages) for e in examples]
-  out.update(compression_ratio([count(p) for p in passages], [count(e) for e in evidence]))
+  lp = np.array([count(p) for p in passages], np.float64)
+  le = np.array([count(e) for e in evidence], np.float64)
+  out.update(compression_ratio(lp, le))
+  out["per_example"] = {"em": 100.0 * em, "f1": 100.0 * f1, "passage_length": lp, "evidence_length": le,
+                        "correct": em,
+                        "abstained": np.array([base.says_unanswerable(a) for a in answers], np.float64)}
+  out["answers"] = answers
   return out
 
 
@@ -320,6 +329,7 @@ class Lear(base.Recipe):
   eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=768)
   headline_metric = "f1"
   metric_columns = ("em", "f1", "cr_total")
+  rollout_extras = lear_rollout.ANSWER_EXTRAS
 
   def parse(self, completion: str) -> lear_rollout.RationaleEvidence:
     return lear_rollout.parse_rollout(completion)
@@ -352,6 +362,22 @@ class Lear(base.Recipe):
 
   def check_rollout_options(self, options: Mapping[str, Any]) -> None:
     lear_rollout.LearOptions.from_config(options)  # unknown fields and bad values raise, named
+
+  def aggregate(self, per_example) -> dict[str, float]:
+    """EM and F1 means; CR from the summed lengths."""
+    out = super().aggregate(per_example)
+    cr = compression_ratio(per_example["passage_length"], per_example["evidence_length"])
+    out.update(cr_total=cr["cr_total"], cr_mean=cr["cr_mean"])
+    return out
+
+  def reader_prompt(self, example, completion, tokenizer=None) -> str:
+    """Table 7's reader prompt with the extract as its document (the two-model protocol)."""
+    evidence = lear_rollout.parse_rollout(completion).evidence or ""
+    return base.render(self.messages(example, template="reader", document=evidence), tokenizer)
+
+  def evaluate_inputs(self, round_) -> dict[str, Any]:
+    """Without a separate reader the policy is its own: o_e, its answer from (q, e) alone (Eq. 4)."""
+    return {"reader_outputs": list(round_.extras["answers_evidence"])}
 
   def rollout(self, model, tokenizer, examples, prompt_fn, settings, *, seed, mesh=None,
               options: Mapping[str, Any] | None = None) -> lear_rollout.LearSample:

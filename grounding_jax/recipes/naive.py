@@ -90,13 +90,19 @@ class NaiveReward(base.RewardFn):
 
 
 def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[str, Any]:
-  """EM and F1 (ARENA normalisation, fractions as ARENA reports them) and the format rate."""
+  """EM and F1 (ARENA normalisation, fractions as ARENA reports them) and the format rate; per
+  example also "correct" (EM) and "abstained" (`base.says_unanswerable` of the answer)."""
   base.check_aligned(completions, examples)
   parsed = [parse(c) for c in completions]
-  scores = text.em_f1([a for _, a in parsed], [list(e.answers) for e in examples], normalizer="arena",
-                      scale=1.0)
+  answers = [a for _, a in parsed]
+  scores = text.em_f1(answers, [list(e.answers) for e in examples], normalizer="arena", scale=1.0)
+  formats = np.array([ok for ok, _ in parsed], np.float64)
+  per = {"em": scores["em_per_example"], "f1": scores["f1_per_example"], "format_score": formats,
+         "correct": scores["em_per_example"],
+         "abstained": np.array([base.says_unanswerable(a) for a in answers], np.float64)}
   return {"em": scores["em"], "f1": scores["f1"],
-          "format_score": float(np.mean([ok for ok, _ in parsed])) if parsed else 0.0}
+          "format_score": float(np.mean(formats)) if parsed else 0.0, "per_example": per,
+          "answers": answers}
 
 
 class Naive(base.Recipe):

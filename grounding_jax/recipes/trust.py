@@ -170,7 +170,7 @@ class TrustReward(base.RewardFn):
     return 0.0, float("inf")
 
   def _check_example(self, i: int, ex: Example) -> str:
-    dataset = (ex.meta or {}).get("dataset", "asqa")
+    dataset = (ex.meta or {}).get("dataset", trust_score.DEFAULT_DATASET)
     if dataset not in _DATASETS:
       raise base.example_error(self.name, i, ex, "meta['dataset']", f"is {dataset!r}",
                                f"Use one of {_DATASETS}.")
@@ -299,7 +299,12 @@ class TrustReward(base.RewardFn):
 def evaluate(completions: Sequence[str], examples: Sequence[Example], *, nli,
              dataset: str | None = None, **kwargs) -> dict[str, Any]:
   """Trust-Score per dataset (meta["dataset"], or all examples as `dataset`) plus the answer-extraction
-  fallback rate in %. `nli` is an NLIJudge or a judge spec (judges.build)."""
+  fallback rate in %. `nli` is an NLIJudge or a judge spec (judges.build).
+
+  "per_example" holds the parts of `trust_score.PARTS` for every row (Trust-Score is computed from
+  them), "dataset_index" (the row's dataset, in the order of "per_dataset"), "correct" (AC^q) and
+  "abstained" (the answer is the refusal, `text.is_refusal`).
+  """
   base.check_aligned(completions, examples)
   nli = judges.build(nli, role="nli")
   extracted = [answer_with_fallback(c) for c in completions]
@@ -307,11 +312,31 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, nli,
   if fallback:
     logging.info("trust eval: %.1f%% of completions lacked a well-formed <answer>", fallback)
   answers = [a for a, _ in extracted]
-  if dataset is not None:
-    per = {dataset: trust_score.trust_score(answers, examples, nli=nli, dataset=dataset, **kwargs)}
-  else:
-    per = trust_score.per_dataset(answers, examples, nli=nli, **kwargs)
-  return {"per_dataset": dict(per), "answer_fallback_rate": fallback}
+  groups: dict[str, list[int]] = {}
+  for i, e in enumerate(examples):
+    groups.setdefault(dataset or e.meta.get("dataset", trust_score.DEFAULT_DATASET), []).append(i)
+  per_dataset, per = {}, {k: np.zeros(len(examples)) for k in trust_score.PARTS + ("dataset_index",)}
+  for d, (name, idx) in enumerate(groups.items()):
+    scores = trust_score.trust_score([answers[i] for i in idx], [examples[i] for i in idx], nli=nli,
+                                     dataset=name, **kwargs)
+    for k, v in scores.pop("per_example").items():
+      per[k][idx] = v
+    per["dataset_index"][idx] = d
+    per_dataset[name] = scores
+  per.update(correct=per["ac"].copy(), abstained=per["refused"].copy())
+  return {"per_dataset": per_dataset, "answer_fallback_rate": fallback, "per_example": per,
+          "answers": answers}
+
+
+def _one_row(per_dataset: dict[str, dict[str, float]]) -> dict[str, float]:
+  """Trust-Score as one row: a dataset's own numbers, or with several datasets their macro mean and
+  each dataset's as "<dataset>/<key>"."""
+  if len(per_dataset) == 1:
+    return dict(next(iter(per_dataset.values())))
+  keys = next(iter(per_dataset.values())).keys()
+  row = {k: float(np.mean([scores[k] for scores in per_dataset.values()])) for k in keys}
+  row.update({f"{name}/{k}": v for name, scores in per_dataset.items() for k, v in scores.items()})
+  return row
 
 
 class Trust(base.Recipe):
@@ -382,6 +407,19 @@ class Trust(base.Recipe):
     think = (f"Documents {cite(tuple(cited))} state the answer." if cited
              else "The answer follows from the documents.")
     return f"<think>{think}</think><answer>{answer_}</answer>"
+
+  def table(self, result) -> dict[str, float]:
+    """The per-dataset numbers as one row (`_one_row`) and the fallback rate."""
+    return {**_one_row(result["per_dataset"]), "answer_fallback_rate": result["answer_fallback_rate"]}
+
+  def aggregate(self, per_example) -> dict[str, float]:
+    """Trust-Score of each dataset's rows (`trust_score.scores_from_parts`), as one row."""
+    index = np.asarray(per_example["dataset_index"])
+    per_dataset = {f"{int(d)}": trust_score.scores_from_parts(
+        {k: np.asarray(per_example[k])[index == d] for k in trust_score.PARTS})
+        for d in np.unique(index)}
+    row = _one_row(per_dataset)
+    return {k: row[k] for k in self.metric_columns}
 
 
 RECIPES = {"trust_stage1": Trust(1), "trust_stage2": Trust(2)}

@@ -29,6 +29,7 @@ from grounding_jax.data.schema import Example
 from grounding_jax.text.sentences import split_sentences
 
 DATASETS = ("asqa", "qampari", "eli5", "expertqa")
+DEFAULT_DATASET = "asqa"  # an example without meta["dataset"] (short answers, e.g. the synthetic world)
 AT_MOST_CITATIONS = 3  # Trust-Eval `at_most_citations`
 
 
@@ -151,6 +152,22 @@ def answer_correctness(outputs: Sequence[str], items: Sequence[TrustItem], datas
   Outputs have citations removed first; an answered unanswerable question and a refused answerable
   one score 0. ELI5 / ExpertQA need `nli` (an NLIJudge): claim i counts iff NLI(output ⇒ claim).
   """
+  ac, refused = answer_correctness_per_item(outputs, items, dataset, nli=nli)
+  return answer_correctness_scores(ac, refused, np.array([it.answerable for it in items]))
+
+
+def answer_correctness_scores(ac: np.ndarray, refused: np.ndarray, answerable: np.ndarray
+                              ) -> dict[str, float]:
+  """P_AC, R_AC and F1_AC in % from per-question AC^q [N] and the refusal / answerability flags."""
+  refused, answerable = np.asarray(refused, bool), np.asarray(answerable, bool)
+  p_ac, r_ac = _mean100(ac[~refused]), _mean100(ac[answerable])
+  return {"P_AC": p_ac, "R_AC": r_ac, "F1_AC": _f1(p_ac, r_ac) if min(p_ac, r_ac) > 0 else 0.0}
+
+
+def answer_correctness_per_item(outputs: Sequence[str], items: Sequence[TrustItem], dataset: str,
+                                nli=None) -> tuple[np.ndarray, np.ndarray]:
+  """(AC^q float [N] in [0, 1], refused bool [N]) as `answer_correctness` computes them; refusal is
+  tested on the output with its citations removed."""
   if dataset not in DATASETS:
     raise ValueError(f"dataset={dataset!r}; choose one of {DATASETS}.")
   clean = [remove_citations(o) for o in outputs]
@@ -170,8 +187,7 @@ def answer_correctness(outputs: Sequence[str], items: Sequence[TrustItem], datas
     fn = _str_em if dataset == "asqa" else _qampari_f1_top5
     for i in np.flatnonzero(scored):
       ac[i] = fn(clean[i], items[i].answer_groups, items[i].supported)
-  p_ac, r_ac = _mean100(ac[~refused]), _mean100(ac[answerable])
-  return {"P_AC": p_ac, "R_AC": r_ac, "F1_AC": _f1(p_ac, r_ac) if min(p_ac, r_ac) > 0 else 0.0}
+  return ac, refused
 
 
 @dataclasses.dataclass
@@ -270,7 +286,8 @@ def _entails(nli, pairs: list[tuple[str, str]]) -> np.ndarray:
 def trust_score(outputs: Sequence[str], examples: Sequence[Example | TrustItem], *, nli,
                 dataset: str | None = None, ndoc: int = 5,
                 at_most_citations: int | None = AT_MOST_CITATIONS) -> dict[str, float]:
-  """All Trust-Score numbers for one dataset: AR, F1_GR, F1_AC, F1_GC, TRUST (= their mean), in %.
+  """All Trust-Score numbers for one dataset: AR, F1_GR, F1_AC, F1_GC, TRUST (= their mean), in %,
+  and "per_example": the per-question parts they are computed from (`scores_from_parts`).
 
   Args:
     outputs: the answer text per example (citations included, reasoning stripped).
@@ -287,12 +304,33 @@ def trust_score(outputs: Sequence[str], examples: Sequence[Example | TrustItem],
                        f"{sorted(set(map(str, metas)))}.")
     dataset = metas[0]
   items = [e if isinstance(e, TrustItem) else TrustItem.from_example(e, ndoc=ndoc) for e in examples]
-  refused = np.array([text_lib.is_refusal(o) for o in outputs])
-  result: dict = grounded_refusal(np.array([it.answerable for it in items]), refused)
-  result.update(answer_correctness(outputs, items, dataset, nli=nli))
+  ac, refused_clean = answer_correctness_per_item(outputs, items, dataset, nli=nli)
   cites = citation_quality(outputs, items, nli, qampari=dataset == "qampari",
                            at_most_citations=at_most_citations)
-  result.update({k: cites[k] for k in ("R_cite", "P_cite", "F1_GC")})
+  parts = {"answerable": np.array([it.answerable for it in items], np.float64),
+           "refused": np.array([text_lib.is_refusal(o) for o in outputs], np.float64),
+           "refused_clean": refused_clean.astype(np.float64), "ac": ac,
+           "cite_recall": cites["recall"], "cite_precision": cites["precision"]}
+  return {**scores_from_parts(parts), "per_example": parts}
+
+
+PARTS = ("answerable", "refused", "refused_clean", "ac", "cite_recall", "cite_precision")
+
+
+def scores_from_parts(parts: Mapping[str, np.ndarray]) -> dict[str, float]:
+  """Trust-Score from per-question parts (float [N] each, `PARTS`): the answerability and refusal
+  flags (refusal of the raw output for F1_GR and of the citation-free output for F1_AC), AC^q, and
+  citation recall / precision (NaN where a response is not counted). `trust_score` computes its
+  numbers with this function, so a subset or bootstrap resample of the parts gives that subset's
+  Trust-Score exactly."""
+  answerable, refused = parts["answerable"] > 0, parts["refused"] > 0
+  result: dict = grounded_refusal(answerable, refused)
+  result.update(answer_correctness_scores(np.asarray(parts["ac"], np.float64),
+                                          parts["refused_clean"] > 0, answerable))
+  recall, precision = np.asarray(parts["cite_recall"]), np.asarray(parts["cite_precision"])
+  counted = ~np.isnan(recall)
+  r_cite, p_cite = _mean100(recall[counted]), _mean100(precision[counted])
+  result.update(R_cite=r_cite, P_cite=p_cite, F1_GC=_f1(p_cite, r_cite))
   result["TRUST"] = (result["F1_GR"] + result["F1_AC"] + result["F1_GC"]) / 3
   return result
 
@@ -311,9 +349,10 @@ def percent_align(reasonings: Sequence[str], answers: Sequence[str], nli) -> flo
 
 def per_dataset(outputs: Sequence[str], examples: Sequence[Example], *, nli,
                 **kwargs) -> Mapping[str, dict[str, float]]:
-  """trust_score for each meta["dataset"] present, in first-seen order."""
+  """trust_score for each meta["dataset"] present (default "asqa", as the reward reads it), in
+  first-seen order."""
   groups: dict[str, list[int]] = {}
   for i, e in enumerate(examples):
-    groups.setdefault(e.meta.get("dataset", "unknown"), []).append(i)
+    groups.setdefault(e.meta.get("dataset", DEFAULT_DATASET), []).append(i)
   return {d: trust_score([outputs[i] for i in idx], [examples[i] for i in idx], nli=nli, dataset=d,
                          **kwargs) for d, idx in groups.items()}

@@ -289,14 +289,24 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   """TruthRL's Acc / Unc / Hall / T in % (evaluation policy: a gold "invalid question" counts).
 
   `judge`: a CorrectnessJudge or spec (the paper: an LLM judge); None scores by exact match alone
-  (reported as "judge": "exact_match")."""
+  (reported as "judge": "exact_match"). "per_example" holds each column per row (100 · the outcome;
+  T = w1·Acc + w2·Unc − w3·Hall per row), "correct" and "abstained" (`\boxed{I don't know}`).
+  """
   base.check_aligned(completions, examples)
   judge = judges.build(judge if judge is not None else "exact_match", role="correctness")
   reward = TruthRLReward(judge=judge, invalid_question="gold")
   comp = reward(list(completions), list(examples))
-  out = truthfulness(comp["correct"] == 1, comp["abstain"] == 1, weights=weights)
+  correct, abstained = comp["correct"] == 1, comp["abstain"] == 1
+  out = truthfulness(correct, abstained, weights=weights)
   out["no_box_rate"] = 100.0 * float(comp["no_box"].mean()) if len(completions) else 0.0
   out["judge"] = "exact_match" if reward.exact_match_only else "llm"
+  w1, w2, w3 = weights
+  acc, unc = 100.0 * correct, 100.0 * abstained
+  hall = 100.0 * (~correct & ~abstained)
+  out["per_example"] = {"accuracy": acc, "uncertainty": unc, "hallucination": hall,
+                        "truthfulness": w1 * acc + w2 * unc - w3 * hall,
+                        "correct": correct.astype(np.float64), "abstained": abstained.astype(np.float64)}
+  out["answers"] = [tags.extract_boxed(c) or "" for c in completions]
   return out
 
 

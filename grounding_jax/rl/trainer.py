@@ -33,6 +33,7 @@ from grounding_jax.rl import reward_pool
 from grounding_jax.rl import setup
 from grounding_jax.rl import step as step_lib
 from grounding_jax.rl import update as update_lib
+from grounding_jax.rl import validate
 
 
 class Trainer:
@@ -66,6 +67,9 @@ class Trainer:
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
                                                  max_to_keep=config.checkpoint.max_to_keep)
     self.history: list[dict] = []
+    last = config.stages[-1]  # held-out validation (rl/validate.py) scores with the last stage's rewards
+    self.validator = validate.build(config, self.tokenizer, self.mesh, lambda: setup.stage_rewards(
+        reward_functions, last, setup.stage_config(config, last), self.tokenizer), prompt_fn)
 
   def _stage(self, st, position: int):
     """(view, collector, updater, optimizer, pool, stream) of stage `st`, its data at `position`."""
@@ -109,6 +113,8 @@ class Trainer:
       global_step, position = meta["step"], meta["data_position"]
       self.params = restored["params"]
       rng = jax.random.wrap_key_data(np.asarray(restored["rng"]))
+      if self.validator is not None:
+        self.validator.resume(meta)
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
                                           initial_step=global_step, console=c.logging.console)
     done_here = 0
@@ -136,15 +142,20 @@ class Trainer:
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics["stage"] = float(stage_idx)
             metrics = health.observe(global_step, metrics, self.params)
+            meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
+                    "data_position": stream.position}
+            state = lambda: self._state(opt_state, rng, ref_params)  # pylint: disable=cell-var-from-loop
+            if self.validator is not None:  # eval/<metric> on the held-out split; the best checkpoint
+              metrics.update(self.validator.maybe_run(global_step, global_step == total, (
+                  self.graphdef, nnx.merge_state(self.params, self.rest)), state, meta))
+              meta.update(self.validator.meta())
             writer.write(global_step, metrics)
             self.history.append({"step": global_step, **metrics})
             health.stop_if_stuck(global_step, self.checkpointer)  # after N skipped steps in a row
             last = stage_step == st.num_steps or (max_steps is not None and done_here >= max_steps)
             if global_step % c.checkpoint.every_steps == 0 or last:  # never non-finite parameters
-              health_lib.save_finite(self.checkpointer, global_step, self._state(
-                  opt_state, rng, ref_params), {"stage": stage_idx, "stage_name": st.name,
-                  "stage_step": stage_step, "data_position": stream.position,
-                  "health": health.state()})
+              health_lib.save_finite(self.checkpointer, global_step, state(),
+                                     {**meta, "health": health.state()})
         finally:
           pool.close()
         stage_idx, stage_step, position = stage_idx + 1, 0, 0

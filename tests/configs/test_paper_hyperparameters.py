@@ -181,7 +181,8 @@ ROWS = {
         "Learning rate": Paper(1e-6, lambda c: c.optimizer.learning_rate),
         "Optimizer": Open((0.9, 0.999, 0.0), lambda c: (c.optimizer.b1, c.optimizer.b2,
                                                         c.optimizer.weight_decay)),
-        "Model selection": Paper("best on dev", lambda c: "last"),
+        "Model selection": Paper("best on dev", lambda c: "best on dev" if c.checkpoint.get(
+            "best_metric") and c.get("evals", {}).get("every_steps") else "last"),
         "Group size G": Open(8, lambda c: c.rollout.group_size),
         "Batch size (questions/step)": Open(None),
         "Rollout temperature / top-p": Open((1.0, 1.0), lambda c: (c.rollout.temperature,

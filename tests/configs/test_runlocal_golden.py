@@ -57,6 +57,7 @@ def shrink(c, model_dir, workdir):
   c.reward.num_workers = 0
   c.logging.console = False
   c.checkpoint.every_steps = 100
+  c.evals.every_steps, c.checkpoint.best_metric = 0, ""  # training only (validation: tests/launch)
   steps = [2, 1] if len(c.stages) > 1 else [3]
   for st, n in zip(c.stages, steps):
     st.num_steps = n

@@ -64,7 +64,8 @@ def test_resolve_errors_are_one_line(run, tiny_chat_model, tmp_path):
   (tmp_path / "bare_run" / "checkpoints").mkdir(parents=True)
   cases = [
       (f"{workdir}@5", FileNotFoundError, r"no checkpoint for step 5 .*found steps \[1, 2\]"),
-      (f"{workdir}@last", ValueError, "must be a non-negative integer"),
+      (f"{workdir}@last", ValueError, "must be a non-negative integer or 'best'"),
+      (f"{workdir}@best", FileNotFoundError, r"has no checkpoints_best/ .*checkpoint.best_metric"),
       (f"{tiny_chat_model}@3", ValueError, "is an HF folder, which has no steps"),
       (str(tmp_path / "notes"), ValueError, "neither an HF folder nor a workdir; expected an HF folder"),
       (str(tmp_path / "absent"), FileNotFoundError, "no such folder; expected an HF folder"),

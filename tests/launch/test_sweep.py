@@ -12,13 +12,11 @@ import sys
 import jax.numpy as jnp
 import pytest
 
+import launch_script
 from grounding_jax import checkpoints
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("launch_sweep", ROOT / "launch" / "sweep.py")
-sweep = importlib.util.module_from_spec(_spec)
-sys.modules["launch_sweep"] = sweep  # dataclasses look their module up there
-_spec.loader.exec_module(sweep)
+sweep = launch_script.load("sweep", "launch_sweep")
 
 
 def _config_module(path):

@@ -224,6 +224,7 @@ def _lear_config(workdir):
   c.reward.num_workers = 0
   c.loss.logprob_chunk_size = 8192
   c.logging.console = False
+  c.evals.every_steps, c.checkpoint.best_metric = 0, ""  # the spy sees training rollouts only
   for st in c.stages:
     st.num_steps = 1
     st.data.num_examples = 8

@@ -1,0 +1,52 @@
+"""A run's examples from its config: a training stage's data, and the held-out split it is evaluated on.
+
+    train = load(config.stages[0].data)                     # kind "synthetic" or "jsonl"
+    heldout = held_out(config.evals.data, config.evals.num_examples, [st.data for st in config.stages])
+
+A data spec is a mapping (a ConfigDict section) with `kind`: "synthetic" (num_examples, seed,
+answerable_ratio: `synthetic.generate_examples`) or "jsonl" (path: one Example per line, every row
+validated as it is read). The held-out split of a synthetic run asks the training world's other
+questions (`synthetic.held_out_examples`), so it never holds an item the run trains on; a "jsonl"
+held-out split is the file given (build_data.py writes test.jsonl / heldout.jsonl beside train.jsonl).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from grounding_jax.data import jsonl
+from grounding_jax.data import synthetic
+from grounding_jax.data.schema import Example
+
+KINDS = ("synthetic", "jsonl")
+
+
+def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
+  """The examples a data spec names (the first `limit` of a file when given)."""
+  kind = spec["kind"]
+  if kind == "synthetic":
+    return synthetic.generate_examples(int(spec["num_examples"]), seed=int(spec["seed"]),
+                                       answerable_ratio=float(spec["answerable_ratio"]))
+  if kind == "jsonl":
+    if not spec.get("path"):
+      raise ValueError("data.kind='jsonl' needs data.path (a JSONL file of Examples)")
+    return list(jsonl.read_examples(spec["path"], limit=limit or None))
+  raise ValueError(f"data.kind={kind!r}; expected one of {KINDS}")
+
+
+def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[Mapping[str, Any]]
+             ) -> list[Example]:
+  """The evaluation split of `spec` (config.evals.data), at most `num_examples` (0 = all of a file).
+
+  kind "synthetic": `num_examples` questions of the world the synthetic training stages use (the
+  first one's seed), none of them asked in any of those stages; `spec.seed` seeds the draw and
+  `spec.answerable_ratio` fixes the answerable share. kind "jsonl": the file's first `num_examples`.
+  """
+  if spec["kind"] != "synthetic":
+    return load(spec, limit=num_examples)
+  synthetic_train = [s for s in train_specs if s["kind"] == "synthetic"]
+  train = [ex for s in synthetic_train for ex in load(s)]
+  world_seed = int(synthetic_train[0]["seed"]) if synthetic_train else int(spec["seed"])
+  return synthetic.held_out_examples(int(num_examples), train=train,
+                                     world=synthetic.build_world(world_seed), seed=int(spec["seed"]),
+                                     answerable_ratio=float(spec["answerable_ratio"]))

@@ -1,0 +1,342 @@
+"""The evaluation harness: a model answers held-out examples with its recipe's paper decoding, and the
+recipe's evaluator, the run's reward and the abstention counts score every answer.
+
+    settings = EvalSettings.from_config(config)             # config.evals over the recipe's defaults
+    result = evaluate_model(model, tokenizer, examples, settings, rewards=..., mesh=mesh)
+    result.metrics["f1"], result.per_example["reward"], result.records[0]["completion"]
+    intervals = compare([start, trained], settings.recipe)  # paired bootstrap vs the first model
+
+Generation is the recipe's own rollout (`Recipe.rollout`: LEAR adds its answer passes) with
+`num_samples` completions per question, batched (`batch_size` prompts per sampler call), sharded
+over the mesh like training, behind a tqdm bar. On a mesh spanning several processes each process
+answers its share of the examples and the per-example scores are gathered, so every process computes
+the same metrics (the trainer's best-checkpoint decision must agree on every host).
+
+Every model's row holds the recipe's table (`Recipe.aggregate` of the per-example scores, which
+equals its evaluator's numbers), the mean reward of the run's reward functions, and — for every
+recipe, so that "refuse everything" is visible — accuracy on answerable items (mean "correct") and
+the abstention rate on unanswerable ones (mean "abstained", the recipe's own notion: GRACE's <llm>
+path, Trust-Score's refusal, TruthRL's \\boxed{I don't know}; ARENA, LEAR and naive define none and
+count a refusal or "I don't know" answer, `recipes.base.says_unanswerable`). With num_samples k > 1,
+pass@k and maj@k are added where the recipe states a correct / wrong verdict per answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import jax
+import ml_collections
+import numpy as np
+import tqdm
+
+from grounding_jax import judges
+from grounding_jax import parallel
+from grounding_jax import recipes
+from grounding_jax import sampling
+from grounding_jax.data.schema import Example
+from grounding_jax.eval import bootstrap
+from grounding_jax.eval import metrics as metrics_lib
+from grounding_jax.eval.bertscore import BertScorer
+from grounding_jax.recipes import base as recipes_base
+from grounding_jax.sampling import rollout as rollout_lib
+
+RewardSpec = Sequence[tuple[str, float, Callable]]  # [(name, weight, RewardFn)], as the trainer's
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+  """How a model is evaluated (config.evals over the recipe's paper defaults).
+
+  Attributes:
+    recipe: the recipe name (its prompt, stop strings, rollout, evaluator and decoding).
+    decoding: temperature, top-p, new-token limit and samples per question.
+    batch_size: questions per sampler call.
+    stop: stop strings besides the recipe's (config.rollout.stop).
+    max_prompt_tokens: longer prompts lose tokens on the left (config.rollout.max_prompt_tokens).
+    enable_thinking: Qwen3's chat-template switch (config.rollout.enable_thinking).
+    rollout_options: the recipe's rollout options (config.rollout.options; LEAR's answer passes).
+    judges: `Recipe.evaluate` judge arguments by name -> judge spec (judges.lazy builds each on first
+      use): "nli" (an NLI judge) or e.g. "judge" (a correctness judge).
+    bertscore: a BERT folder for GRACE's BERTScore-F1 ("" = the column is left out).
+    reader_max_new_tokens: answer length of a separate reader (the two-model protocol).
+    seed: seeds sampling (batch b uses fold_in(key(seed), b)).
+  """
+  recipe: str
+  decoding: recipes.Decoding
+  batch_size: int = 32
+  stop: tuple[str, ...] = ()
+  max_prompt_tokens: int = 0
+  enable_thinking: Optional[bool] = None
+  rollout_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  judges: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  bertscore: str = ""
+  reader_max_new_tokens: int = 64
+  seed: int = 0
+
+  @classmethod
+  def from_config(cls, config: ml_collections.ConfigDict) -> "EvalSettings":
+    """From a run config: config.evals (recipe "" = the last stage's; unset decoding fields = the
+    recipe's `eval_decoding`) and the rollout's stop strings, prompt limit and options."""
+    ev = config.evals
+    name = ev.recipe or config.stages[-1].recipe
+    paper = recipes.get_recipe(name).eval_decoding
+    d = ev.decoding
+    decoding = recipes.Decoding(
+        temperature=paper.temperature if d.temperature is None else float(d.temperature),
+        top_p=paper.top_p if d.top_p is None else float(d.top_p),
+        max_new_tokens=paper.max_new_tokens if d.max_new_tokens is None else int(d.max_new_tokens),
+        num_samples=int(d.num_samples))
+    specs = {k: (v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v)
+             for k, v in ev.judges.items()}
+    return cls(recipe=name, decoding=decoding, batch_size=int(ev.batch_size),
+               stop=tuple(config.rollout.stop), max_prompt_tokens=int(config.rollout.max_prompt_tokens),
+               enable_thinking=config.rollout.enable_thinking,
+               rollout_options=config.rollout.options.to_dict(),
+               judges={k: v for k, v in specs.items() if _configured(v)},
+               bertscore=ev.bertscore, reader_max_new_tokens=int(ev.reader_max_new_tokens),
+               seed=int(ev.seed))
+
+  def evaluate_options(self) -> dict[str, Any]:
+    """The judge arguments of `Recipe.evaluate`, each built when first called."""
+    out = {k: judges.lazy(spec, role="nli" if k == "nli" else "correctness")
+           for k, spec in self.judges.items()}
+    if self.bertscore:
+      out["bertscorer"] = BertScorer(self.bertscore)
+    return out
+
+
+def _configured(spec: Any) -> bool:
+  """A judge spec that names a judge: not None / "", nor a dict whose kind is left empty (a config's
+  placeholder, e.g. judge=dict(kind="", path="", style="grace") until --config.evals.judges.judge.kind=llm)."""
+  if isinstance(spec, Mapping):
+    return bool(spec.get("kind"))
+  return spec not in (None, "")
+
+
+@dataclasses.dataclass
+class ModelResult:
+  """One model's evaluation.
+
+  Attributes:
+    name: the label of its table row.
+    metrics: the row (see the module doc); NaN where a subset is empty.
+    per_example: name -> float64 [N · k], question-major (row = question · k + sample), over all
+      processes: the evaluator's columns, "reward" (and "reward/<component>"), "item_answerable",
+      "completion_length", "truncated".
+    records: this process's predictions.jsonl rows.
+    num_samples: k.
+    ids: [N] the questions' ids (pairing check for `compare`).
+  """
+  name: str
+  metrics: dict[str, float]
+  per_example: dict[str, np.ndarray]
+  records: list[dict]
+  num_samples: int
+  ids: list[str]
+
+
+def check_examples(examples: Sequence[Example], settings: EvalSettings, rewards: RewardSpec = (), *,
+                   reader: bool = False) -> None:
+  """Raises ValueError naming the example and field when the recipe's evaluator or a reward cannot
+  score `examples`, the evaluator needs a judge that is not configured, or a reader is given to a
+  recipe without the two-model protocol. Cheap (empty completions, no judge is called): run it
+  before any model loads."""
+  recipe = recipes.get_recipe(settings.recipe)
+  if not examples:
+    raise ValueError("no evaluation examples (evals.num_examples is 0, or the data file is empty)")
+  if reader and recipe.reader_prompt(examples[0], "") is None:
+    raise ValueError(f"recipe {recipe.name!r} has no two-model protocol; a reader applies to recipes "
+                     "with a reader prompt (lear)")
+  n, examples = len(examples), list(examples)
+  blank = [""] * n
+  round_ = rollout_lib.RolloutRound(rollout=None, completions=blank,
+                                    extras={k: blank for k in recipe.rollout_extras})
+  try:  # judges as None: the keys say which are configured, and no model is loaded
+    recipe.evaluate(blank, examples, **{k: None for k in settings.judges},
+                    **recipe.evaluate_inputs(round_))
+  except TypeError as e:  # a judge argument missing, or one the evaluator does not take
+    raise ValueError(f"recipe {settings.recipe!r} evaluation: {e}; config.evals.judges holds the "
+                     "evaluator's judge arguments (nli=FOLDER for trust, judge=dict(kind=..., path=...) "
+                     "for grace / arena / truthrl)") from e
+  for _, _, fn in rewards:
+    fn(blank, examples, completion_lengths=[0] * n, truncated=[False] * n, **round_.extras)
+
+
+def _jsonable(x: Any) -> Any:
+  if dataclasses.is_dataclass(x) and not isinstance(x, type):
+    return {k: _jsonable(v) for k, v in dataclasses.asdict(x).items()}
+  if isinstance(x, (list, tuple)):
+    return [_jsonable(v) for v in x]
+  if isinstance(x, dict):
+    return {str(k): _jsonable(v) for k, v in x.items()}
+  if isinstance(x, (np.floating, np.integer, np.bool_)):
+    return x.item()
+  return x
+
+
+def _local_share(examples: Sequence[Example]) -> list[Example]:
+  """This process's contiguous, equal share (the trailing examples that do not split evenly are left
+  out, so every process runs the same number of sampler calls)."""
+  count, index = jax.process_count(), jax.process_index()
+  per = len(examples) // count
+  return list(examples[index * per:(index + 1) * per])
+
+
+def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: EvalSettings, *,
+                   rewards: RewardSpec = (), mesh=None, reader=None, name: str = "",
+                   progress: bool = True, options: Optional[Mapping[str, Any]] = None,
+                   prompt_fn: Optional[Callable[[Example], str]] = None) -> ModelResult:
+  """Generates, scores and summarises one model's answers to `examples`.
+
+  Args:
+    model: a Transformer, or its (graphdef, state) split (the trainer's policy).
+    tokenizer: its tokenizer.
+    examples: the held-out questions (every process passes the same list).
+    settings: EvalSettings.
+    rewards: [(name, weight, RewardFn)] summed as the trainer sums them (no DAPO shaping).
+    mesh: the model's mesh (None = one device).
+    reader: (model, tokenizer) of a separate reader (the recipe's two-model protocol), or None.
+    name: the row label.
+    progress: show a tqdm bar.
+    options: built `Recipe.evaluate` judge arguments (default settings.evaluate_options()).
+    prompt_fn: Example -> prompt text (default the recipe's prompt through the chat template).
+  """
+  recipe = recipes.get_recipe(settings.recipe)
+  local = _local_share(examples)
+  k = settings.decoding.num_samples
+  sampling_settings = rollout_lib.SamplingSettings(
+      group_size=k, max_new_tokens=settings.decoding.max_new_tokens,
+      temperature=settings.decoding.temperature, top_p=settings.decoding.top_p,
+      stop=tuple(recipe.stop) + tuple(s for s in settings.stop if s not in recipe.stop),
+      max_prompt_tokens=settings.max_prompt_tokens)
+  prompt_fn = prompt_fn or (
+      lambda ex: recipe.render_prompt(ex, tokenizer, enable_thinking=settings.enable_thinking))
+  prompts, completions, lengths, truncated = [], [], [], []
+  extras: dict[str, list] = {}
+  inputs: dict[str, list] = {}
+  bar = tqdm.tqdm(total=len(local), desc=f"eval {name}".strip(), unit="q", disable=not progress,
+                  leave=False, dynamic_ncols=True)
+  key = jax.random.key(settings.seed)
+  for b, start in enumerate(range(0, len(local), settings.batch_size)):
+    batch = local[start:start + settings.batch_size]
+    rr = recipe.rollout(model, tokenizer, batch, prompt_fn, sampling_settings,
+                        seed=jax.random.fold_in(key, b), mesh=mesh, options=settings.rollout_options)
+    prompts += [prompt_fn(ex) for ex in batch]
+    completions += list(rr.completions)
+    lengths += [int(x) for x in rr.rollout.lengths]
+    truncated += [bool(x) for x in rr.rollout.truncated]
+    for kind, target in ((rr.extras, extras), (recipe.evaluate_inputs(rr), inputs)):
+      for kk, v in kind.items():
+        target.setdefault(kk, []).extend(v)
+    bar.update(len(batch))
+  bar.close()
+  rows = [ex for ex in local for _ in range(k)]
+  if reader is not None:
+    inputs = {"reader_outputs": _read(recipe, reader, rows, completions, settings, mesh)}
+  opts = settings.evaluate_options() if options is None else options
+  result = recipe.evaluate(completions, rows, **opts, **inputs)
+  per = {kk: np.asarray(v, np.float64) for kk, v in result["per_example"].items()}
+  per.update(_reward_columns(rewards, completions, rows, lengths, truncated, extras))
+  per["item_answerable"] = np.array([ex.answerable is not False for ex in rows], np.float64)
+  per["completion_length"] = np.asarray(lengths, np.float64)
+  per["truncated"] = np.asarray(truncated, np.float64)
+  if k > 1:
+    per.update(_sample_columns(per["correct"], result["answers"], k))
+  gathered = {kk: np.asarray(parallel.gather_hosts(v), np.float64) for kk, v in per.items()}
+  metrics = _row(recipe, result, gathered, k)
+  records = []
+  for i, (ex, completion) in enumerate(zip(rows, completions)):
+    records.append({"model": name, "id": ex.id, "sample": i % k, "question": ex.question,
+                    "answerable": ex.answerable, "prompt": prompts[i // k], "completion": completion,
+                    "answer": result["answers"][i], "parsed": _jsonable(recipe.parse(completion)),
+                    **{kk: v[i] for kk, v in {**extras, **inputs}.items()},
+                    "scores": {kk: (None if np.isnan(v[i]) else float(v[i])) for kk, v in per.items()}})
+  ids = [str(x) for x in parallel.gather_hosts(np.array([ex.id for ex in local], dtype="U256"))]
+  return ModelResult(name, metrics, gathered, records, k, ids)
+
+
+def _read(recipe: recipes.Recipe, reader, rows: Sequence[Example], completions: Sequence[str],
+          settings: EvalSettings, mesh) -> list[str]:
+  """A separate reader's greedy answers from what each completion extracted."""
+  reader_model, reader_tokenizer = reader
+  prompts = [recipe.reader_prompt(ex, c, reader_tokenizer) for ex, c in zip(rows, completions)]
+  out: list[str] = []
+  for start in range(0, len(prompts), settings.batch_size):
+    gen = sampling.generate(reader_model, reader_tokenizer, prompts[start:start + settings.batch_size],
+                            max_new_tokens=settings.reader_max_new_tokens, temperature=0.0, mesh=mesh)
+    out += list(gen.texts)
+  return out
+
+
+def _reward_columns(rewards: RewardSpec, completions, rows, lengths, truncated, extras
+                    ) -> dict[str, np.ndarray]:
+  """"reward" (the weighted sum) and "reward/<component>" ("reward/<fn>/<component>" with several)."""
+  if not rewards:
+    return {}
+  total = np.zeros(len(completions))
+  out = {}
+  for name, weight, fn in rewards:
+    scores = fn(list(completions), list(rows), completion_lengths=lengths, truncated=truncated, **extras)
+    total = total + weight * scores["reward"]
+    for comp, v in scores.items():
+      if comp != "reward":
+        out[f"reward/{comp}" if len(rewards) == 1 else f"reward/{name}/{comp}"] = v
+  return {"reward": total, **out}
+
+
+def _sample_columns(correct: np.ndarray, answers: Sequence[str], k: int) -> dict[str, np.ndarray]:
+  """pass@k and maj@k (in %) of each question, repeated on its k rows (so column means are the
+  metrics). A sample counts as correct when its verdict is 1 (partial credit is not a pass)."""
+  hits = (np.asarray(correct) >= 1.0).reshape(-1, k)
+  pass_k = 100.0 * metrics_lib.pass_at_k(np.full(len(hits), k), hits.sum(axis=1), k)
+  maj = np.array([100.0 * hits[q, metrics_lib.majority_vote(list(answers[q * k:(q + 1) * k]))]
+                  for q in range(len(hits))])
+  return {f"pass@{k}": np.repeat(pass_k, k), f"maj@{k}": np.repeat(maj, k)}
+
+
+def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np.ndarray], k: int
+         ) -> dict[str, float]:
+  """The table row of one model from its gathered per-example columns."""
+  row = {kk: v for kk, v in recipe.table(result).items() if not kk.startswith("n_")}
+  row.update(recipe.aggregate(per))
+  answerable = per["item_answerable"] > 0
+
+  def pct(values, mask):
+    return 100.0 * float(np.mean(values[mask])) if mask.any() else float("nan")
+
+  row["accuracy_answerable"] = pct(per["correct"], answerable)
+  row["abstention_unanswerable"] = pct(per["abstained"], ~answerable)
+  row["abstention_answerable"] = pct(per["abstained"], answerable)
+  for kk, v in per.items():
+    if kk == "reward" or kk.startswith(("reward/", "pass@", "maj@")):
+      row[kk] = float(np.mean(v))
+  row["completion_length/mean"] = float(np.mean(per["completion_length"]))
+  row["truncated_frac"] = float(np.mean(per["truncated"]))
+  row.update(n_questions=float(len(answerable) // k), n_answerable=float(answerable.sum() // k),
+             n_unanswerable=float((~answerable).sum() // k))
+  return row
+
+
+def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: int = 10_000,
+            seed: int = 0, confidence: float = 0.95) -> list[dict[str, bootstrap.Interval]]:
+  """For each model after the first: paired-bootstrap intervals of its difference to the first on
+  the recipe's headline metric and on the reward ({metric: Interval}; the first model's entry is {})."""
+  recipe = recipes.get_recipe(recipe_name)
+  headline = recipe.headline_metric
+  first = results[0]
+  out: list[dict[str, bootstrap.Interval]] = [{}]
+  for r in results[1:]:
+    if r.ids != first.ids or r.num_samples != first.num_samples:
+      raise ValueError(f"models {first.name!r} and {r.name!r} answered different questions; a paired "
+                       "bootstrap needs the same examples in the same order")
+    kw = dict(n_resamples=n_resamples, seed=seed, confidence=confidence,
+              rows_per_question=r.num_samples)
+    entry = {headline: bootstrap.paired_bootstrap(first.per_example, r.per_example,
+                                                  lambda d: recipe.aggregate(d)[headline], **kw)}
+    if "reward" in r.per_example and "reward" in first.per_example:
+      entry["reward"] = bootstrap.paired_bootstrap(first.per_example["reward"],
+                                                   r.per_example["reward"], **kw)
+    out.append(entry)
+  return out

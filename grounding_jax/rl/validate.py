@@ -1,0 +1,151 @@
+"""Validation while training: the held-out evaluation every `evals.every_steps` steps, and the best
+checkpoint kept beside the newest.
+
+    validator = build(config, tokenizer, mesh, rewards_fn, prompt_fn)   # None when evals are off
+    metrics.update(validator.maybe_run(step, is_last, policy, state_fn, meta))   # eval/<metric>
+    checkpointer.save(step, state, {**meta, **validator.meta()})          # the best so far, for resume
+
+The held-out split is `data.splits.held_out(config.evals.data, ...)` (a synthetic run's unasked
+questions, or a file), loaded and checked against the recipe's evaluator and rewards when the
+Validator is built, so a bad row stops the run before its first step. Each run is
+`eval.harness.evaluate_model` on the current policy; its row is logged as eval/<metric>.
+
+With `checkpoint.best_metric` (e.g. "eval/f1") and `best_mode` ("max" / "min"), a validation that
+improves on the best value so far saves the full training state to <workdir>/checkpoints_best (one
+kept; `evaluate.py --model=<workdir>@best` reads it). The best value and step ride in every regular
+checkpoint's metadata, so a resumed run compares against the best of the steps before it. LEAR keeps
+the best checkpoint on its dev set this way (note 003 §12).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Optional
+
+import ml_collections
+import numpy as np
+
+from grounding_jax import checkpoints
+from grounding_jax.data import splits
+from grounding_jax.eval import harness
+from grounding_jax.eval import model_ref
+
+BEST_DIR = model_ref.BEST_CHECKPOINTS
+MODES = ("max", "min")
+
+
+def check_config(c: ml_collections.ConfigDict, *, training: bool = True) -> None:
+  """Raises ValueError naming the field when config.evals (and, for training, its schedule and
+  checkpoint.best_*) cannot run."""
+  ev, ck = c.evals, c.checkpoint
+  if ev.data.kind not in splits.KINDS:
+    raise ValueError(f"evals.data.kind={ev.data.kind!r}; expected one of {splits.KINDS}")
+  if ev.decoding.num_samples < 1 or ev.batch_size < 1:
+    raise ValueError(f"evals.decoding.num_samples={ev.decoding.num_samples} and evals.batch_size="
+                     f"{ev.batch_size} must be >= 1")
+  if not training:
+    return
+  if ev.every_steps < 0:
+    raise ValueError(f"evals.every_steps={ev.every_steps} must be >= 0 (0 = no validation)")
+  if ev.every_steps and ev.data.kind == "jsonl" and not ev.data.path:
+    raise ValueError("evals.data.kind='jsonl' needs evals.data.path (e.g. build_data.py's "
+                     "heldout.jsonl), or set evals.every_steps=0")
+  if ck.best_mode not in MODES:
+    raise ValueError(f"checkpoint.best_mode={ck.best_mode!r}; use one of {MODES}")
+  if ck.best_metric and not ck.best_metric.startswith("eval/"):
+    raise ValueError(f"checkpoint.best_metric={ck.best_metric!r} must name a validation metric, "
+                     "e.g. 'eval/f1' (a metric of the held-out evaluation)")
+  if ck.best_metric and not ev.every_steps:
+    raise ValueError(f"checkpoint.best_metric={ck.best_metric!r} needs validation: set "
+                     "evals.every_steps > 0")
+
+
+def build(config: ml_collections.ConfigDict, tokenizer, mesh, rewards: Callable[[], Any],
+          prompt_fn: Optional[Callable[[Any], str]] = None) -> Optional["Validator"]:
+  """The run's Validator, or None when evals.every_steps is 0; checks the config either way.
+  `rewards()` builds the [(name, weight, RewardFn)] list, only when validation is on."""
+  check_config(config)
+  if not config.evals.every_steps:
+    return None
+  return Validator(config, tokenizer, mesh, rewards(), prompt_fn, console=config.logging.console)
+
+
+class Validator:
+  """Runs the held-out evaluation on a schedule and keeps the best checkpoint.
+
+  Args:
+    config: the run config (evals, checkpoint, rollout, stages sections).
+    tokenizer, mesh: the policy's.
+    rewards: [(name, weight, RewardFn)] of the run's last stage (logged as eval/reward).
+    prompt_fn: Example -> prompt text (None = the recipe's, as training renders it).
+    console: show the evaluation's progress bar.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, tokenizer, mesh, rewards,
+               prompt_fn: Optional[Callable[[Any], str]] = None, console: bool = True):
+    check_config(config)
+    self.every = int(config.evals.every_steps)
+    self.settings = harness.EvalSettings.from_config(config)
+    self.examples = splits.held_out(config.evals.data, int(config.evals.num_examples),
+                                    [st.data for st in config.stages])
+    harness.check_examples(self.examples, self.settings, rewards)
+    self.tokenizer, self.mesh, self.rewards = tokenizer, mesh, rewards
+    self.prompt_fn, self.console = prompt_fn, console
+    self.options = self.settings.evaluate_options()  # judges built once, on first use
+    self.metric, self.mode = config.checkpoint.best_metric, config.checkpoint.best_mode
+    self.best_value: Optional[float] = None
+    self.best_step: Optional[int] = None
+    self._best = (checkpoints.Checkpointer(f"{config.workdir}/{BEST_DIR}", max_to_keep=1)
+                  if self.metric else None)
+
+  def resume(self, meta: Mapping[str, Any]) -> None:
+    """Takes the best value and step from a restored checkpoint's metadata."""
+    best = meta.get("best") or {}
+    if best.get("metric") == self.metric:
+      self.best_value, self.best_step = best["value"], best["step"]
+
+  def meta(self) -> dict:
+    """What a regular checkpoint records so a resumed run keeps the best so far."""
+    if self.best_step is None:
+      return {}
+    return {"best": {"metric": self.metric, "value": self.best_value, "step": self.best_step}}
+
+  def run(self, policy, step: int) -> dict[str, float]:
+    """The held-out evaluation of `policy` (a model or its (graphdef, state) split) as eval/<metric>."""
+    result = harness.evaluate_model(policy, self.tokenizer, self.examples, self.settings,
+                                    rewards=self.rewards, mesh=self.mesh, name=f"step {step}",
+                                    progress=self.console, options=self.options,
+                                    prompt_fn=self.prompt_fn)
+    return {f"eval/{k}": v for k, v in result.metrics.items()}
+
+  def improves(self, value: float) -> bool:
+    if value is None or not math.isfinite(value):
+      return False
+    if self.best_value is None:
+      return True
+    return value > self.best_value if self.mode == "max" else value < self.best_value
+
+  def maybe_run(self, step: int, is_last: bool, policy, state_fn: Callable[[], Any],
+                meta: Mapping[str, Any]) -> dict[str, float]:
+    """Validates when `step` is due (every `every` steps, and the run's last step); saves the state
+    (`state_fn()`) to checkpoints_best when the best metric improves. Returns the eval metrics."""
+    if not self.every or not (step % self.every == 0 or is_last):
+      return {}
+    metrics = self.run(policy, step)
+    if self._best is None:
+      return metrics
+    if self.metric not in metrics:
+      raise ValueError(f"checkpoint.best_metric={self.metric!r} is not a validation metric; "
+                       f"logged: {sorted(metrics)}")
+    value = float(np.asarray(metrics[self.metric]))
+    if self.improves(value):
+      self.best_value, self.best_step = value, int(step)
+      # An exact resume re-runs a step the best folder may already hold from before the stop:
+      # the same state, already saved.
+      if step not in self._best.all_steps():
+        self._best.save(step, state_fn(), {**meta, **self.meta()})
+    return metrics
+
+  def close(self) -> None:
+    if self._best is not None:
+      self._best.close()

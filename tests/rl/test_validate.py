@@ -1,0 +1,72 @@
+"""Validation while training: eval/<metric> rows on the held-out split, the best checkpoint kept beside
+the newest (checkpoint.best_metric), and a stopped-and-resumed run keeps the best of the steps
+before the stop."""
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+from grounding_jax import checkpoints
+from grounding_jax.data import jsonl
+from grounding_jax.data.schema import Example
+from grounding_jax.eval import model_ref
+from grounding_jax.rl import validate
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import toy_task  # noqa: E402  pylint: disable=g-import-not-at-top
+
+
+def _config(tmp_path, mode="min"):
+  c = toy_task.toy_config(tmp_path, steps=5, lr=3e-2)
+  c.checkpoint.every_steps = 2
+  path = tmp_path / "heldout.jsonl"
+  jsonl.write_examples(path, [Example(question=ex.question, answers=("w3",), id=f"held{i}")
+                              for i, ex in enumerate(toy_task.make_examples(16, seed=9))])
+  c.evals.update(dict(every_steps=1, num_examples=16, batch_size=16))
+  c.evals.data.update(dict(kind="jsonl", path=str(path)))
+  # Sampled with the same key at every step, so the metric moves only as the policy does (it rises:
+  # the toy reward is what the run trains on).
+  c.evals.decoding.update(dict(max_new_tokens=8, temperature=1.0))
+  c.checkpoint.update(dict(best_metric="eval/reward", best_mode=mode))
+  return c
+
+
+def test_best_metric_keeps_the_best_step_and_resuming_keeps_it(tiny_checkpoint, tmp_path):
+  # Mode "min" on a metric that rises keeps step 1: after the resume at step 3 that holds only if the
+  # resumed run compares against the best before the stop (a fresh tracker would keep step 4).
+  c = _config(tmp_path, mode="min")
+  ckpt = tiny_checkpoint("llama")
+  toy_task.make_trainer(ckpt, tmp_path, c).train(max_steps=3)  # stop after step 3, then resume
+  toy_task.make_trainer(ckpt, tmp_path, c).train()
+  rows = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+  values = [r["eval/reward"] for r in rows]
+  assert all("eval/em" in r and "eval/completion_length/mean" in r for r in rows)
+  assert len(set(values)) > 2, values  # the metric moves, so the choice of step is a real one
+  best = min(values)
+  best_step = values.index(best) + 1  # strict improvement: the first step reaching it
+  assert best_step < 3 < len(values) and values[-1] > best
+  kept = checkpoints.Checkpointer(tmp_path / validate.BEST_DIR)
+  assert kept.all_steps() == [best_step]
+  assert kept.read_meta()["best"] == {"metric": "eval/reward", "value": best, "step": best_step}
+  newest = checkpoints.Checkpointer(tmp_path / "checkpoints").read_meta()
+  assert newest["step"] == 5 and newest["best"]["step"] == best_step
+  # workdir@best names it (the run record says which base model its checkpoints belong to).
+  c.model.path = str(ckpt)
+  model_ref.write_run_config(tmp_path, c)
+  assert model_ref.resolve(f"{tmp_path}@best").step == best_step
+
+
+def test_bad_validation_settings_fail_before_training(tmp_path):
+  c = toy_task.toy_config(tmp_path)
+  c.checkpoint.best_metric = "eval/f1"
+  with pytest.raises(ValueError, match=r"best_metric='eval/f1' needs validation: set evals.every_steps"):
+    validate.check_config(c)
+  c.evals.every_steps, c.checkpoint.best_metric = 1, "f1"
+  with pytest.raises(ValueError, match=r"must name a validation metric, e.g. 'eval/f1'"):
+    validate.check_config(c)
+  c.checkpoint.best_metric, c.evals.data.kind = "", "jsonl"
+  with pytest.raises(ValueError, match=r"evals.data.kind='jsonl' needs evals.data.path"):
+    validate.check_config(c)
