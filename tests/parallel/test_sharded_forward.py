@@ -12,7 +12,7 @@ from grounding_jax import parallel
 from grounding_jax.models import load_pretrained
 
 # Mesh axis each logical weight dimension is split over by DEFAULT_RULES, and the mesh layouts tested.
-_AXIS_OF = {"vocab": "tensor", "embed": "fsdp", "q_heads": "tensor", "kv_heads": "tensor",
+_AXIS_OF = {"layers": None, "vocab": "tensor", "embed": "fsdp", "q_heads": "tensor", "kv_heads": "tensor",
             "mlp": "tensor", "head_dim": None, "norm": None}
 _LAYOUTS = {"fsdp4_tensor2": {"data": 1, "fsdp": 4, "tensor": 2}, "data8": {"data": 8, "fsdp": 1, "tensor": 1}}
 # (family, config overrides): the conftest tiny models, plus SmolLM2's head layout (9 query / 3 kv
@@ -98,11 +98,11 @@ def test_sharded_forward_matches_one_device(one_device_reference, name, layout, 
         key_path, names, value.shape)
     split_params += not value.sharding.is_fully_replicated
   if layout == "fsdp4_tensor2":
-    assert split_params >= 8  # embeddings, attention and MLP weights of both layers
+    assert split_params >= 8  # embeddings, attention and MLP weights (of every layer)
     if name == "llama_9q_3kv":
       q = next(v for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))
-               if parallel.logical_names(v) == ("embed", "q_heads", "head_dim"))
-      assert q.get_value().addressable_shards[0].data.shape == (36 // 4, 9, 8)
+               if parallel.logical_names(v)[-3:] == ("embed", "q_heads", "head_dim"))
+      assert q.get_value().addressable_shards[0].data.shape[-3:] == (36 // 4, 9, 8)
   else:
     assert split_params == 0  # pure data parallelism replicates the weights
 

@@ -99,7 +99,7 @@ def test_gradient_matches_finite_differences(tiny, reference):
 
   rng = np.random.default_rng(1)
   direction = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape), x.dtype), params)
-  h = 1e-3
+  h = 3e-4  # 1e-3 left an O(h^2) error of ~5 % along some directions
   plus = jax.tree.map(lambda p, v: p + h * v, params, direction)
   minus = jax.tree.map(lambda p, v: p - h * v, params, direction)
   values = jax.device_get([loss_at(params), loss_at(plus), loss_at(minus)])
