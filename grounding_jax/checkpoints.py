@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from typing import Any, Mapping, Optional
 
 import jax
@@ -25,6 +26,20 @@ def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
   arrays = {f"{i:06d}": leaf for i, (_, leaf) in enumerate(leaves_with_paths)}
   paths = [jax.tree_util.keystr(p) for p, _ in leaves_with_paths]
   return arrays, paths
+
+
+_PER_LAYER = re.compile(r"\['layers'\]\[\d+\]")  # a list of layers; stacked ones have no index
+
+
+def _layer_layout_hint(saved: list[str], expected: list[str]) -> str:
+  """A fix when the two trees differ in how they hold a transformer's layers (model.scan_layers)."""
+  layout = lambda paths: ("unrolled" if any(_PER_LAYER.search(p) for p in paths) else
+                          "scanned" if any("['layers']" in p for p in paths) else None)
+  was, now = layout(saved), layout(expected)
+  if None in (was, now) or was == now:
+    return ""
+  return (f" The checkpoint's layers are {was} and the model's {now}: set model.scan_layers="
+          f"{was == 'scanned'} to restore it (HF folders load into either layout).")
 
 
 class Checkpointer:
@@ -107,7 +122,8 @@ class Checkpointer:
       saved = meta.get("leaf_paths") or []
       diff = sorted(set(saved) ^ set(paths))[:5]
       raise ValueError(f"checkpoint {where} holds {len(saved)} arrays but the model/optimizer expects "
-                       f"{len(paths)}; differing leaves e.g. {diff}. Was it written by another config?")
+                       f"{len(paths)}; differing leaves e.g. {diff}. Was it written by another config?"
+                       + _layer_layout_hint(saved, paths))
 
     def abstract(x):
       sharding = getattr(x, "sharding", None)

@@ -47,3 +47,20 @@ def test_missing_and_corrupt(tmp_path):
       f.write_bytes(b"garbage")
   with pytest.raises(ValueError, match="corrupt"):
     ck.restore(_state(0))
+
+
+def test_unrolled_checkpoint_into_scanned_model_names_the_fix(tmp_path):
+  """Orbax stores the model's own tree: a checkpoint of unrolled layers does not restore into
+  scanned ones, and the error says which setting to flip."""
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  from grounding_jax.models import ModelConfig, Transformer  # pylint: disable=g-import-not-at-top
+  config = ModelConfig(model_type="llama", vocab_size=16, hidden_size=8, intermediate_size=16,
+                       num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4)
+  params = lambda scan: nnx.state(Transformer(config, rngs=nnx.Rngs(0), scan_layers=scan), nnx.Param)
+  ck = checkpoints.Checkpointer(tmp_path / "ck")
+  ck.save(1, {"params": params(False)})
+  with pytest.raises(ValueError, match=r"layers are unrolled and the model's scanned: set "
+                                       r"model\.scan_layers=False"):
+    ck.restore({"params": params(True)})
+  restored, _ = ck.restore({"params": params(False)})
+  assert jax.tree.structure(restored) == jax.tree.structure({"params": params(False)})

@@ -51,6 +51,9 @@ def default_config() -> ml_collections.ConfigDict:
       remat=False,                # recompute layer activations in the backward pass
       remat_policy="full",        # with remat: "full" keeps each layer's input only; "save_dots" also
                                   # keeps its weight-matmul outputs (more memory, no matmul recompute)
+      scan_layers=True,           # one layer body scanned over stacked weights: compiles ~L x less
+                                  # layer code (same numbers); False = a list of layers. Orbax
+                                  # checkpoints of the two layouts differ (HF folders do not)
   ))
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))  # -1 = all remaining devices
 

@@ -35,7 +35,7 @@ def default_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.workdir = "/tmp/grounding_jax_sft"
   c.model = ml_collections.ConfigDict(dict(path="", param_dtype="float32", compute_dtype="float32",
-                                           remat=False))
+                                           remat=False, scan_layers=True))
   c.data = ml_collections.ConfigDict(dict(
       path="",                    # JSONL with "prompt" and "completion" text fields
       max_prompt_tokens=1024,     # longer prompts lose tokens on the left
@@ -126,7 +126,8 @@ class SFTTrainer:
       from grounding_jax.rl.trainer import _dtype  # pylint: disable=g-import-not-at-top
       model = models.load_pretrained(config.model.path, dtype=_dtype(config.model.param_dtype),
                                      compute_dtype=_dtype(config.model.compute_dtype),
-                                     remat=config.model.remat)
+                                     remat=config.model.remat,
+                                     scan_layers=config.model.scan_layers)
       tokenizer = tokenizer or models.load_tokenizer(config.model.path)
     if pairs is None:
       pairs = read_pairs(config.data.path)
