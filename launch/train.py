@@ -8,7 +8,8 @@ r"""Trains a policy with GRPO (or DAPO / Dr.GRPO settings) from an ml_collection
   python launch/train.py --config=configs/arena.py --config.rollout.group_size=4 --workdir=...
 
 Every knob lives in the config (see grounding_jax/rl/config.py); flags only pick the config and the
-working directory. Re-running with the same --workdir resumes from its newest checkpoint. On a
+working directory. Re-running with the same --workdir resumes from its newest checkpoint, and
+compiled programs come back from config.compile_cache_dir (~/.cache/grounding_jax/xla). On a
 multi-host pod slice, start this same command on every host: `distributed_initialize` reads the
 coordinator and process layout from flags or the environment (TPU VMs and SLURM set them).
 """
@@ -21,6 +22,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from grounding_jax import parallel
+from grounding_jax.parallel import compile_cache
 from grounding_jax.rl import presets
 from grounding_jax.rl import trainer
 
@@ -43,6 +45,7 @@ def main(argv):
       config.workdir = _WORKDIR.value
     config.model.path = presets.resolve_model_path(config.model.path)
   logging.info("config:\n%s", config)
+  logging.info("compilation cache: %s", compile_cache.enable(config.compile_cache_dir) or "off")
   history = trainer.train(config)
   if history:
     last = history[-1]

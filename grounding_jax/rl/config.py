@@ -13,6 +13,7 @@ from __future__ import annotations
 import ml_collections
 
 from grounding_jax import optim
+from grounding_jax.parallel import compile_cache
 
 
 def stage(name: str, num_steps: int, **overrides) -> ml_collections.ConfigDict:
@@ -43,6 +44,10 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0                      # PRNG seed of sampling and data order
   c.workdir = "/tmp/grounding_jax_run"  # checkpoints in <workdir>/checkpoints, logs in <workdir>/logs
+  # Compiled programs persist here, so a resumed run or a rerun of a config compiles (almost)
+  # nothing; per user, shared by runs; "off" disables; env GROUNDING_JAX_COMPILE_CACHE overrides.
+  # On a pod: a path every host reads (e.g. gs://...). Set up by launch/train.py.
+  c.compile_cache_dir = compile_cache.DEFAULT_DIR
 
   c.model = ml_collections.ConfigDict(dict(
       path="",                    # HF folder (config.json + safetensors + tokenizer)

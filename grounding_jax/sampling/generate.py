@@ -33,7 +33,6 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from grounding_jax.parallel import (DEFAULT_RULES, gather_hosts, global_to_host_local,
                                     host_local_to_global, logical_to_spec, spanned_processes,
@@ -238,9 +237,9 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   eos = np.asarray(list(eos_ids) or [-1], np.int32)
   tables = stopping.build_stop_tables(tokenizer, stop, model.config.vocab_size) if stop else None
 
-  graphdef, state = nnx.split(model)
   context = use_mesh(mesh, rules) if mesh is not None else contextlib.nullcontext()
   with context:
+    graphdef, state = engine.inference_state(model)
     if mesh is not None:  # each host's rows become its slice of the global batch
       put = lambda x, names: host_local_to_global(x, names, mesh, rules=rules)
       ids_d, mask_d = put(ids, ("batch", "length")), put(mask, ("batch", "length"))
