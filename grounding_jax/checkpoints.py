@@ -28,6 +28,11 @@ def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
   return arrays, paths
 
 
+def _uncommitted(x) -> bool:
+  """A jax.Array on the default device that jax may move (not placed by a sharding or device)."""
+  return isinstance(x, jax.Array) and not x.committed
+
+
 _PER_LAYER = re.compile(r"\['layers'\]\[\d+\]")  # a list of layers; stacked ones have no index
 
 
@@ -126,6 +131,8 @@ class Checkpointer:
                        + _layer_layout_hint(saved, paths))
 
     def abstract(x):
+      if _uncommitted(x):  # read to the host, then placed as the target was (see below)
+        return np.empty(np.shape(x), x.dtype)
       sharding = getattr(x, "sharding", None)
       return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
 
@@ -136,7 +143,13 @@ class Checkpointer:
     except Exception as e:
       raise ValueError(f"checkpoint {where} is corrupt or incomplete (arrays unreadable: {e}); "
                        f"delete it to fall back to an earlier step") from e
-    state = jax.tree_util.tree_unflatten(treedef, [restored[f"{i:06d}"] for i in range(len(leaves))])
+    # An uncommitted target (one device, no mesh: what a fresh run holds) gets an uncommitted
+    # array back. A committed one would lower every jitted program with sharding annotations the
+    # fresh run's programs lack, so a resumed run would compile them all again, and miss the
+    # persistent compilation cache (parallel/compile_cache.py).
+    values = [jax.device_put(restored[f"{i:06d}"]) if _uncommitted(x) else restored[f"{i:06d}"]
+              for i, x in enumerate(leaves)]
+    state = jax.tree_util.tree_unflatten(treedef, values)
     return state, meta
 
   def close(self) -> None:
