@@ -130,12 +130,12 @@ def default_config() -> ml_collections.ConfigDict:
       micro_batch_size=8,         # rows per gradient-accumulation micro-batch (divides a mini-batch)
       old_logprobs="recompute",   # "recompute" (forward pass before updating, VeRL) | "sampler"
       # The update runs each step's rows at their longest prompt and last loss-bearing completion
-      # column, each rounded up to this multiple (larger = fewer compiled shapes, more padding);
+      # column, rounded up to buckets (update.prompt_bucket; completions: this multiple x 2^k);
       # 0 keeps the sampler's bucketed widths (prompt bucket + max_new_tokens).
       length_multiple=32,
       # Run each group's prompt once per micro-batch, its G completions packed into one row after
       # it (Transformer.hidden_states_shared_prefix): exact; a prompt costs 1/G and completion padding
-      # only what the longest group needs (rounded up to length_multiple). Applies when
+      # only what the longest group needs (rounded up to update.packed_bucket). Applies when
       # micro_batch_size is a multiple of group_size (micro-batches then hold whole groups).
       share_prompts=True,
   ))
