@@ -158,3 +158,19 @@ def test_hf_round_trip_across_layouts_and_into_transformers(both, tmp_path):
              position_ids=torch.from_numpy(positions).long()).logits.numpy()
   ours = np.asarray(nnx.jit(lambda m, i, k: m(i, k))(scanned, ids, mask))
   np.testing.assert_array_less(np.abs(ours - ref)[mask].max(), 1e-4)
+
+
+def test_perf_counts_every_scanned_layer(both):
+  """perf.program_cost counts the FLOPs of a scanned model's forward as the unrolled one's (XLA's
+  own count sees the scanned layer body once)."""
+  from grounding_jax import perf  # pylint: disable=g-import-not-at-top
+  _, scanned, unrolled = both
+  ids, mask = _batch()
+
+  def cost(model):
+    graphdef, state = nnx.split(model)
+    return perf.program_cost(lambda s: nnx.merge(graphdef, s)(ids, mask), state)
+
+  c_s, c_u = cost(scanned), cost(unrolled)
+  assert c_s.flops == c_u.flops > 0
+  assert c_s.xla_flops_per_device < c_u.xla_flops_per_device
