@@ -9,9 +9,9 @@ Two entry points share the layers: `__call__`/`hidden_states` run a whole (left-
 pure functions of their inputs with static shapes, written to be jitted.
 
 With `scan_layers` (the default) the layers are one Block whose parameters carry a leading layer
-axis, run by one `lax.scan`: XLA compiles the layer body once instead of once per layer (SmolLM2:
-30x less layer code to compile in every training program). `unstacked()` gives the same model as a
-list of blocks, which a many-step decode loop runs faster (engine.py says why).
+axis, run by one `lax.scan`: XLA compiles the layer body once instead of once per layer (SmolLM2's
+GRPO gradient program: ~11 s to compile instead of ~22 s on a 2-core CPU). `unstacked()` gives the
+same model as a list of blocks, which a many-step decode loop runs faster (see its docstring).
 """
 
 from __future__ import annotations
@@ -260,8 +260,8 @@ class Transformer(nnx.Module):
 
   def unstacked(self, dtype=None) -> "Transformer":
     """This model with a list of per-layer Blocks (slices of the stacked parameters; a copy of
-    them, with floats cast to `dtype` if given); itself when its layers are not scanned. Works
-    eagerly and inside a trace.
+    them, with floats cast to `dtype` if given); itself, uncast, when its layers are not scanned.
+    Works eagerly and inside a trace.
 
     For code that runs the model many times inside one program, such as the sampler's decode loop:
     slicing the stacked parameters once, before the loop, keeps each step as fast as an unrolled
