@@ -56,11 +56,12 @@ def test_unrolled_checkpoint_into_scanned_model_names_the_fix(tmp_path):
   from grounding_jax.models import ModelConfig, Transformer  # pylint: disable=g-import-not-at-top
   config = ModelConfig(model_type="llama", vocab_size=16, hidden_size=8, intermediate_size=16,
                        num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4)
-  params = lambda scan: nnx.state(Transformer(config, rngs=nnx.Rngs(0), scan_layers=scan), nnx.Param)
+  unrolled, scanned = (nnx.state(Transformer(config, rngs=nnx.Rngs(0), scan_layers=scan), nnx.Param)
+                       for scan in (False, True))
   ck = checkpoints.Checkpointer(tmp_path / "ck")
-  ck.save(1, {"params": params(False)})
+  ck.save(1, {"params": unrolled})
   with pytest.raises(ValueError, match=r"layers are unrolled and the model's scanned: set "
                                        r"model\.scan_layers=False"):
-    ck.restore({"params": params(True)})
-  restored, _ = ck.restore({"params": params(False)})
-  assert jax.tree.structure(restored) == jax.tree.structure({"params": params(False)})
+    ck.restore({"params": scanned})
+  restored, _ = ck.restore({"params": unrolled})
+  assert jax.tree.structure(restored) == jax.tree.structure({"params": unrolled})
