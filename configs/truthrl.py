@@ -29,7 +29,6 @@ G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, te
 seq-mean-token-mean aggregation.
 """
 
-import ml_collections
 
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets

@@ -141,6 +141,25 @@ def _one_line(e: BaseException, limit: int = 240) -> str:
   return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def _uncommitted(x) -> bool:
+  """A jax.Array on the default device that jax may move (not placed by a sharding or device)."""
+  return isinstance(x, jax.Array) and not x.committed
+
+
+_PER_LAYER = re.compile(r"\['layers'\]\[\d+\]")  # a list of layers; stacked ones have no index
+
+
+def _layer_layout_hint(saved: list[str], expected: list[str]) -> str:
+  """A fix when the two trees differ in how they hold a transformer's layers (model.scan_layers)."""
+  layout = lambda paths: ("unrolled" if any(_PER_LAYER.search(p) for p in paths) else
+                          "scanned" if any("['layers']" in p for p in paths) else None)
+  was, now = layout(saved), layout(expected)
+  if None in (was, now) or was == now:
+    return ""
+  return (f" The checkpoint's layers are {was} and the model's {now}: set model.scan_layers="
+          f"{was == 'scanned'} to restore it (HF folders load into either layout).")
+
+
 class Checkpointer:
   """Saves and restores training states under one directory.
 
@@ -255,9 +274,12 @@ class Checkpointer:
       saved = meta.get("leaf_paths") or []
       diff = sorted(set(saved) ^ set(paths))[:5]
       raise ValueError(f"checkpoint {where} holds {len(saved)} arrays but the model/optimizer expects "
-                       f"{len(paths)}; differing leaves e.g. {diff}. Was it written by another config?")
+                       f"{len(paths)}; differing leaves e.g. {diff}. Was it written by another config?"
+                       + _layer_layout_hint(saved, paths))
 
     def abstract(x):
+      if _uncommitted(x):  # read to the host, then placed as the target was (see below)
+        return np.empty(np.shape(x), x.dtype)
       sharding = getattr(x, "sharding", None)
       return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
 
@@ -273,7 +295,13 @@ class Checkpointer:
       raise CheckpointError(f"checkpoint {where} is corrupt or incomplete (arrays unreadable: "
                             f"{line})") from e
     self._verify(where, meta, restored, abstract_arrays, paths)
-    state = jax.tree_util.tree_unflatten(treedef, [restored[f"{i:06d}"] for i in range(len(leaves))])
+    # An uncommitted target (one device, no mesh: what a fresh run holds) gets an uncommitted
+    # array back. A committed one would lower every jitted program with sharding annotations the
+    # fresh run's programs lack, so a resumed run would compile them all again, and miss the
+    # persistent compilation cache (parallel/compile_cache.py).
+    values = [jax.device_put(restored[f"{i:06d}"]) if _uncommitted(x) else restored[f"{i:06d}"]
+              for i, x in enumerate(leaves)]
+    state = jax.tree_util.tree_unflatten(treedef, values)
     return state, meta
 
   def _verify(self, where, meta, restored, abstract_arrays, paths) -> None:

@@ -38,6 +38,8 @@ _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the ba
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Compute dtype on both sides: ours model.compute_dtype (float32 master "
                            "weights), TRL bf16=True (autocast; float32 master weights).")
+_SCAN = flags.DEFINE_bool("scan_layers", True, "Ours: run the layers as one scanned body over stacked "
+                          "weights (compiles once) instead of unrolled (Transformer.scan_layers).")
 _REMAT_POLICY = flags.DEFINE_enum(
     "remat_policy", "full", ["full", "save_dots"],
     "Ours: what a recomputed layer keeps. 'full' matches TRL's gradient checkpointing; 'save_dots' "
@@ -79,7 +81,7 @@ def run_ours(model_dir, tok, examples, texts):
   c.logging.console = False
   prompt_of = dict(zip((ex.id for ex in examples), texts))
   model = models.load_pretrained(model_dir, remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
-                                 compute_dtype=jnp.dtype(_DTYPE.value))
+                                 compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
   tr = trainer.Trainer(c, model=model, tokenizer=tok,
                        reward_functions=[("naive", 1.0, get_reward("naive"))],
                        datasets={"bench": examples}, prompt_fn=lambda ex: prompt_of[ex.id])
@@ -138,7 +140,8 @@ def main(argv):
   if _STEPS.value < 2:
     raise app.UsageError("--steps must be >= 2 (the first step compiles and is not timed)")
   print(f"dtype={_DTYPE.value} micro_batch_size={_MICRO.value} remat={_REMAT.value} "
-        f"steps={_STEPS.value} (ours: remat_policy={_REMAT_POLICY.value})")
+        f"steps={_STEPS.value} (ours: remat_policy={_REMAT_POLICY.value}, "
+        f"scan_layers={_SCAN.value})")
   setup = _setup()
   hist = run_ours(*setup)
   for i, h in enumerate(hist[1:], start=2):

@@ -22,7 +22,7 @@ import numpy as np
 
 from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.recipes import arena, get_reward, grace, lear, lear_rollout, naive, trust
+from grounding_jax.recipes import arena, get_reward, grace, lear_rollout, naive, trust
 from grounding_jax.text import tags
 
 _CHARS = flags.DEFINE_integer("chars", 1_000_000, "Length of each adversarial completion.")

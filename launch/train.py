@@ -10,7 +10,8 @@ r"""Trains a policy with GRPO (or DAPO / Dr.GRPO settings) from an ml_collection
   python launch/train.py --config=configs/truthrl.py --preset=dapo --config.loss.kl_coef=0 ...
 
 Every knob lives in the config (see grounding_jax/rl/config.py); flags only pick the config and the
-working directory. Re-running with the same --workdir resumes from its newest checkpoint. The resolved
+working directory. Re-running with the same --workdir resumes from its newest checkpoint, and
+compiled programs come back from config.compile_cache_dir (~/.cache/grounding_jax/xla). The resolved
 config is kept as <workdir>/config.json, the run record that launch/export_hf.py reads. On a
 multi-host pod slice, start this same command on every host (launch/tpu/run.py does, and
 launch/slurm/ for GPU clusters): `distributed_initialize` reads the coordinator and process layout
@@ -30,6 +31,7 @@ from ml_collections import config_flags
 
 from grounding_jax import parallel
 from grounding_jax.eval import model_ref
+from grounding_jax.parallel import compile_cache
 from grounding_jax.rl import health
 from grounding_jax.rl import overrides
 from grounding_jax.rl import presets
@@ -60,6 +62,7 @@ def main(argv):
   # (launch/export_hf.py and evaluation read it through grounding_jax.eval.model_ref).
   model_ref.write_run_config(config.workdir, config)
   logging.info("config:\n%s", config)
+  logging.info("compilation cache: %s", compile_cache.enable(config.compile_cache_dir) or "off")
   try:
     history = trainer.train(config)
   except (health.NonFiniteRunError, health.NonFiniteWeightsError) as e:

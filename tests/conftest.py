@@ -1,4 +1,6 @@
-"""Shared test set-up: 8 fake CPU devices, no hub access, and cached model folders.
+"""Shared test set-up: 8 fake CPU devices, no hub access, cached model folders, and a persistent
+compilation cache (<repo>/.cache/jax_tests, or $GROUNDING_JAX_COMPILE_CACHE; "off" disables it)
+shared by the test session, the subprocesses it starts, and later sessions.
 
 Fixtures here are used across the suite:
   tiny_checkpoint(family, **overrides) -> Path   a tiny random HF checkpoint (torch, float32, seeded)
@@ -20,6 +22,14 @@ import pathlib  # noqa: E402
 import shutil  # noqa: E402
 
 import pytest  # noqa: E402
+
+from grounding_jax.parallel import compile_cache  # noqa: E402
+
+# Programs compiled by one test (or an earlier session) are read back by any other that builds the
+# same program — new jit wrappers of the same function, and subprocess workers, which inherit it
+# through the environment.
+_COMPILE_CACHE = compile_cache.enable(pathlib.Path(__file__).parents[1] / ".cache" / "jax_tests")
+os.environ.update(compile_cache.environment(_COMPILE_CACHE))
 
 # Tiny configurations per family. Head counts divide 2 and 4 so tensor/fsdp sharding tests can split them.
 _TINY = {

@@ -197,3 +197,21 @@ def test_checksum_catches_one_changed_element_and_ignores_sharding():
   sharded = jax.device_put(x["f32"], jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data", "fsdp")))
   assert checkpoints.checksums({"f32": sharded})[0]["f32"] == sums["f32"]
   assert checkpoints.checksums({"f": jnp.array([1.0, jnp.nan])})[1] == {"f": False}
+
+
+def test_unrolled_checkpoint_into_scanned_model_names_the_fix(tmp_path):
+  """Orbax stores the model's own tree: a checkpoint of unrolled layers does not restore into
+  scanned ones, and the error says which setting to flip."""
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  from grounding_jax.models import ModelConfig, Transformer  # pylint: disable=g-import-not-at-top
+  config = ModelConfig(model_type="llama", vocab_size=16, hidden_size=8, intermediate_size=16,
+                       num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4)
+  unrolled, scanned = (nnx.state(Transformer(config, rngs=nnx.Rngs(0), scan_layers=scan), nnx.Param)
+                       for scan in (False, True))
+  ck = checkpoints.Checkpointer(tmp_path / "ck")
+  ck.save(1, {"params": unrolled})
+  with pytest.raises(ValueError, match=r"layers are unrolled and the model's scanned: set "
+                                       r"model\.scan_layers=False"):
+    ck.restore({"params": scanned})
+  restored, _ = ck.restore({"params": unrolled})
+  assert jax.tree.structure(restored) == jax.tree.structure({"params": unrolled})

@@ -39,7 +39,6 @@ from grounding_jax.data.schema import Example
 from grounding_jax.eval import bootstrap
 from grounding_jax.eval import metrics as metrics_lib
 from grounding_jax.eval.bertscore import BertScorer
-from grounding_jax.recipes import base as recipes_base
 from grounding_jax.sampling import rollout as rollout_lib
 
 RewardSpec = Sequence[tuple[str, float, Callable]]  # [(name, weight, RewardFn)], as the trainer's

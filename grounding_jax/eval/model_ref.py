@@ -76,6 +76,7 @@ class ModelRef:
     step: the checkpoint step, or None for an HF folder.
     param_dtype: dtype of the stored weights ("float32", "bfloat16", …).
     checkpoints: the workdir's checkpoint folder (CHECKPOINTS, or BEST_CHECKPOINTS for workdir@best).
+    scan_layers: the run's layer layout (model.scan_layers; a checkpoint restores into its own).
   """
   spec: str
   hf_folder: str
@@ -83,6 +84,7 @@ class ModelRef:
   step: Optional[int] = None
   param_dtype: str = "float32"
   checkpoints: str = CHECKPOINTS
+  scan_layers: bool = True
 
   @property
   def name(self) -> str:
@@ -154,7 +156,8 @@ def resolve(spec: str) -> ModelRef:
   finally:
     checkpointer.close()
   return ModelRef(spec, str(base.absolute()), workdir=str(folder.absolute()), step=int(step),
-                  param_dtype=record["model"].get("param_dtype", "float32"), checkpoints=kept)
+                  param_dtype=record["model"].get("param_dtype", "float32"), checkpoints=kept,
+                  scan_layers=bool(record["model"].get("scan_layers", False)))
 
 
 def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rules=None) -> LoadedModel:
@@ -172,7 +175,7 @@ def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rule
   # The base folder gives the architecture, the tokenizer and arrays with the right shardings, which
   # the checkpoint's parameters then replace (read and cast by orbax straight into those shardings).
   model = models.load_pretrained(ref.hf_folder, dtype=dtype, compute_dtype=compute_dtype, mesh=mesh,
-                                 rules=rules)
+                                 rules=rules, scan_layers=ref.scan_layers)
   tokenizer = models.load_tokenizer(ref.hf_folder)
   if ref.workdir is None:
     return LoadedModel(model, tokenizer, ref)

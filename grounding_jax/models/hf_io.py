@@ -2,8 +2,10 @@
 
 Loading builds the model abstractly (`nnx.eval_shape`: shapes only, no memory), then reads the
 checkpoint one tensor at a time, converts it to our layout, and places it directly on its device(s)
-(sharded by logical axis names when a mesh is given). The host never holds more than one tensor
-beyond what the devices hold. Saving writes one shard at a time with an index, as transformers does.
+(sharded by logical axis names when a mesh is given). The host never holds more than one parameter
+beyond what the devices hold: one tensor, or with scanned layers (Transformer.scan_layers) one
+parameter stacked over the layers, filled from the per-layer HF tensors. Saving writes one shard at
+a time with an index, as transformers does, slicing stacked parameters back into per-layer tensors.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import os
 import pathlib
 import shutil
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -110,6 +112,18 @@ def _path_key(key_path) -> tuple:
   return tuple(getattr(k, "key", getattr(k, "idx", k)) for k in key_path)
 
 
+def _layer_specs(path_key: tuple, specs: dict[tuple, _TensorSpec], num_layers: int
+                 ) -> list[tuple[int | None, _TensorSpec]]:
+  """[(layer index, spec)] of the HF tensors one of our parameters holds: [(None, spec)] for a
+  per-layer or global parameter, one entry per layer for a scanned model's stacked parameter
+  ("layers", "attn", "q_proj") — whose leading axis is the layer."""
+  if path_key in specs:
+    return [(None, specs[path_key])]
+  if path_key[:1] == ("layers",) and ("layers", 0) + path_key[1:] in specs:
+    return [(i, specs[("layers", i) + path_key[1:]]) for i in range(num_layers)]
+  raise AssertionError(f"no checkpoint mapping for parameter {path_key}")  # a bug of ours
+
+
 # ------------------------------------------------------------------------------------------------
 # Loading
 # ------------------------------------------------------------------------------------------------
@@ -145,7 +159,7 @@ def _open(path: pathlib.Path):
 
 def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
                     rules=None, compute_dtype=None, remat: bool = False,
-                    remat_policy: str = "full") -> Transformer:
+                    remat_policy: str = "full", scan_layers: bool = True) -> Transformer:
   """Loads an HF checkpoint folder (config.json + safetensors) into a `Transformer`.
 
   Args:
@@ -157,6 +171,7 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
     compute_dtype: activation/matmul dtype; default `dtype`.
     remat: recompute layer activations in the backward pass (training memory).
     remat_policy: "full" or "save_dots" (see Transformer).
+    scan_layers: stack the layers' parameters and run them with one lax.scan (see Transformer).
 
   Raises:
     FileNotFoundError: missing folder, config.json or safetensors file (named).
@@ -173,50 +188,62 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
 
   abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0), param_dtype=dtype,
                                                 compute_dtype=compute_dtype, remat=remat,
-                                                remat_policy=remat_policy))
+                                                remat_policy=remat_policy, scan_layers=scan_layers))
   graphdef, abstract_state = nnx.split(abstract)
   specs = _tensor_specs(config)
   np_dtype = np.dtype(dtype)
 
-  params = {}  # our path -> (Variable, spec)
+  params = {}  # our path -> (Variable, [(layer index or None, spec)])
   for key_path, var in jax.tree_util.tree_flatten_with_path(
       abstract_state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]:
     path_key = _path_key(key_path)
-    if path_key not in specs:
-      raise AssertionError(f"no checkpoint mapping for parameter {path_key}")  # a bug of ours
-    params[path_key] = (var, specs[path_key])
-  for var, spec in params.values():
-    if spec.hf_name not in files:
-      raise CheckpointError(f"{folder}: tensor {spec.hf_name!r} (shape {spec.hf_shape}) is missing "
-                            f"from the checkpoint files {sorted({f.name for f in files.values()})}.")
+    params[path_key] = (var, _layer_specs(path_key, specs, config.num_layers))
+  for var, layer_specs in params.values():
+    for _, spec in layer_specs:
+      if spec.hf_name not in files:
+        raise CheckpointError(f"{folder}: tensor {spec.hf_name!r} (shape {spec.hf_shape}) is missing "
+                              f"from the checkpoint files {sorted({f.name for f in files.values()})}.")
 
-  # Read file by file, tensor by tensor; each tensor is freed on the host once placed.
+  def read(handle, file, spec):
+    try:
+      array = handle.get_tensor(spec.hf_name)
+    except (SafetensorError, OSError, ValueError) as e:
+      raise CheckpointError(f"{file}: cannot read tensor {spec.hf_name!r} ({e}).") from e
+    if tuple(array.shape) != spec.hf_shape:
+      raise CheckpointError(f"{file}: tensor {spec.hf_name!r} has shape {tuple(array.shape)} but "
+                            f"config.json implies {spec.hf_shape}.")
+    return spec.to_ours(array).astype(np_dtype, copy=False)
+
+  def place(var, array):
+    array = np.ascontiguousarray(array)
+    if mesh is None:
+      return jax.device_put(array)
+    sharding = logical_sharding(logical_names(var), array.shape, mesh, rules)
+    return jax.make_array_from_callback(array.shape, sharding, lambda idx, a=array: a[idx])
+
+  # Parameter by parameter (a stacked one gathers its layers' tensors, from whichever files hold
+  # them); each is freed on the host once placed.
+  handles: dict[pathlib.Path, Any] = {}
   values = {}
-  by_file: dict[pathlib.Path, list[tuple]] = {}
-  for path_key, (var, spec) in params.items():
-    by_file.setdefault(files[spec.hf_name], []).append(path_key)
-  for file, keys in by_file.items():
-    handle = _open(file)
-    for path_key in keys:
-      var, spec = params[path_key]
-      try:
-        array = handle.get_tensor(spec.hf_name)
-      except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{file}: cannot read tensor {spec.hf_name!r} ({e}).") from e
-      if tuple(array.shape) != spec.hf_shape:
-        raise CheckpointError(f"{file}: tensor {spec.hf_name!r} has shape {tuple(array.shape)} but "
-                              f"config.json implies {spec.hf_shape}.")
-      array = np.ascontiguousarray(spec.to_ours(array).astype(np_dtype, copy=False))
-      if mesh is None:
-        values[path_key] = jax.device_put(array)
+  for path_key, (var, layer_specs) in params.items():
+    stacked = None
+    for layer, spec in layer_specs:
+      file = files[spec.hf_name]
+      if file not in handles:
+        handles[file] = _open(file)
+      array = read(handles[file], file, spec)
+      if layer is None:
+        stacked = array
       else:
-        sharding = logical_sharding(logical_names(var), array.shape, mesh, rules)
-        values[path_key] = jax.make_array_from_callback(array.shape, sharding,
-                                                        lambda idx, a=array: a[idx])
+        if stacked is None:
+          stacked = np.empty((len(layer_specs),) + array.shape, np_dtype)
+        stacked[layer] = array
       del array
+    values[path_key] = place(var, stacked)
+    del stacked
 
-  unused = sorted(n for n in files if n not in {s.hf_name for _, s in params.values()}
-                  and not n.endswith(_IGNORED_SUFFIXES))
+  used = {spec.hf_name for _, layer_specs in params.values() for _, spec in layer_specs}
+  unused = sorted(n for n in files if n not in used and not n.endswith(_IGNORED_SUFFIXES))
   if unused:
     logging.warning("%s: ignoring %d checkpoint tensors this architecture does not use: %s",
                     folder, len(unused), unused[:5])
@@ -264,9 +291,19 @@ def save_pretrained(model: Transformer, path: str | os.PathLike, *, tokenizer=No
   state = nnx.state(model, nnx.Param)
   variables = {_path_key(kp): v for kp, v in jax.tree_util.tree_flatten_with_path(
       state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]}
-  if set(variables) != set(specs):
-    raise ValueError(f"model parameters {sorted(set(variables) ^ set(specs))} do not match "
-                     "the architecture in model.config.")
+  # HF tensor (as our per-layer path) -> (our parameter, its layer index or None)
+  sources, unknown = {}, []
+  for key in variables:
+    try:
+      layer_specs = _layer_specs(key, specs, config.num_layers)
+    except AssertionError:
+      unknown.append(key)
+      continue
+    for layer, _ in layer_specs:
+      sources[key if layer is None else ("layers", layer) + key[1:]] = (key, layer)
+  if unknown or set(sources) != set(specs):
+    raise ValueError(f"model parameters {sorted(unknown) or sorted(set(specs) - set(sources))} do "
+                     "not match the architecture in model.config.")
   dtype = np.dtype(variables[("embed",)].get_value().dtype)
   writer = jax.process_index() == 0
 
@@ -297,7 +334,10 @@ def save_pretrained(model: Transformer, path: str | os.PathLike, *, tokenizer=No
     tensors = {}
     for key in keys:
       spec = specs[key]
-      tensors[spec.hf_name] = np.ascontiguousarray(spec.to_hf(_to_host(variables[key].get_value())))
+      ours, layer = sources[key]
+      value = variables[ours].get_value()
+      value = value if layer is None else value[layer]  # one layer leaves the devices at a time
+      tensors[spec.hf_name] = np.ascontiguousarray(spec.to_hf(_to_host(value)))
       weight_map[spec.hf_name] = name
       total += tensors[spec.hf_name].nbytes
     if writer:

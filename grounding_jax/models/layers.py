@@ -299,7 +299,6 @@ class MLP(nnx.Module):
     self.down_proj = logical_param(kd, (f, d), ("mlp", "embed"), param_dtype)
 
   def __call__(self, x_btd: jax.Array) -> jax.Array:
-    dt = x_btd.dtype
     x = x_btd
     gate = jax.nn.silu(matmul("btd,df->btf", x, self.gate_proj[...]))
     up = matmul("btd,df->btf", x, self.up_proj[...])

@@ -28,6 +28,10 @@ MeshAxes = str | tuple[str, ...] | None
 Rules = Sequence[tuple[str, MeshAxes]]
 
 DEFAULT_RULES: tuple[tuple[str, MeshAxes], ...] = (
+    # The leading axis of a scanned model's stacked layer parameters (Transformer.scan_layers):
+    # replicated, so every device holds its share of every layer and the scan's per-layer slice
+    # needs no communication.
+    ("layers", None),
     ("batch", ("data", "fsdp")),
     ("vocab", "tensor"),
     ("embed", "fsdp"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ml_collections
 
 from grounding_jax import optim
+from grounding_jax.parallel import compile_cache
 
 
 def stage(name: str, num_steps: int, *, recipe: str = "naive", **overrides) -> ml_collections.ConfigDict:
@@ -49,6 +50,10 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0                      # PRNG seed of sampling and data order
   c.workdir = "/tmp/grounding_jax_run"  # checkpoints in <workdir>/checkpoints, logs in <workdir>/logs
+  # Compiled programs persist here, so a resumed run or a rerun of a config compiles (almost)
+  # nothing; per user, shared by runs; "off" disables; env GROUNDING_JAX_COMPILE_CACHE overrides.
+  # On a pod: a path every host reads (e.g. gs://...). Set up by launch/train.py.
+  c.compile_cache_dir = compile_cache.DEFAULT_DIR
 
   c.model = ml_collections.ConfigDict(dict(
       path="",                    # HF folder (config.json + safetensors + tokenizer)
@@ -57,6 +62,9 @@ def default_config() -> ml_collections.ConfigDict:
       remat=False,                # recompute layer activations in the backward pass
       remat_policy="full",        # with remat: "full" keeps each layer's input only; "save_dots" also
                                   # keeps its weight-matmul outputs (more memory, no matmul recompute)
+      scan_layers=True,           # one layer body scanned over stacked weights: compiles ~L x less
+                                  # layer code (same numbers); False = a list of layers. Orbax
+                                  # checkpoints of the two layouts differ (HF folders do not)
   ))
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))  # -1 = all remaining devices
 
@@ -129,12 +137,12 @@ def default_config() -> ml_collections.ConfigDict:
       micro_batch_size=8,         # rows per gradient-accumulation micro-batch (divides a mini-batch)
       old_logprobs="recompute",   # "recompute" (forward pass before updating, VeRL) | "sampler"
       # The update runs each step's rows at their longest prompt and last loss-bearing completion
-      # column, each rounded up to this multiple (larger = fewer compiled shapes, more padding);
+      # column, rounded up to buckets (update.prompt_bucket; completions: this multiple x 2^k);
       # 0 keeps the sampler's bucketed widths (prompt bucket + max_new_tokens).
       length_multiple=32,
       # Run each group's prompt once per micro-batch, its G completions packed into one row after
       # it (Transformer.hidden_states_shared_prefix): exact; a prompt costs 1/G and completion padding
-      # only what the longest group needs (rounded up to length_multiple). Applies when
+      # only what the longest group needs (rounded up to update.packed_bucket). Applies when
       # micro_batch_size is a multiple of group_size (micro-batches then hold whole groups).
       share_prompts=True,
   ))

@@ -188,6 +188,9 @@ def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
     ck.integer("checkpoint.max_to_keep", lo=1, why="or None to keep every checkpoint")
   ck.boolean("checkpoint.resume")
   ck.boolean("logging.console")
+  cache = ck.value("compile_cache_dir")
+  if cache is not _MISSING and not isinstance(cache, str):
+    ck.bad("compile_cache_dir", cache, "must be a folder path, or '' for no persistent cache")
   ck.integer("seed", lo=0)
   workdir = ck.value("workdir")
   if workdir is not _MISSING and not (isinstance(workdir, str) and workdir):
@@ -206,6 +209,7 @@ def _check_model(ck: _Checker, need_path: bool) -> None:
   ck.choice("model.compute_dtype", MODEL_DTYPES)
   ck.boolean("model.remat")
   ck.choice("model.remat_policy", REMAT_POLICIES)
+  ck.boolean("model.scan_layers")
   path = ck.value("model.path")
   if not need_path or path is _MISSING:
     return

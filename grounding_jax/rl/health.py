@@ -37,6 +37,7 @@ from typing import Any, Mapping, Optional
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 from flax import nnx
 
@@ -99,6 +100,13 @@ def check_start_weights(model: nnx.Module, source: str) -> None:
   leaves = jax.tree_util.tree_flatten_with_path(state)[0]
   finite = jax.device_get(_finite_leaves(state))
   bad = [_tensor_name(path) for (path, _), ok in zip(leaves, finite) if not ok]
+  if getattr(model, "scan_layers", False):  # stacked [layers, ...]: name the layer, as HF does
+    stacked = {name: x for (path, x) in leaves
+               if (name := _tensor_name(path)) in bad and name.startswith("layers.")}
+    per_layer = jax.device_get({k: jnp.all(jnp.isfinite(x), axis=tuple(range(1, x.ndim)))
+                                for k, x in stacked.items()})
+    bad = [n for n in bad if n not in stacked] + [
+        f"layers.{i}.{k[len('layers.'):]}" for k, ok in per_layer.items() for i in np.flatnonzero(~ok)]
   if bad:
     raise NonFiniteWeightsError(
         f"the start model ({source}) has NaN or inf values in {len(bad)} of {len(leaves)} tensors: "

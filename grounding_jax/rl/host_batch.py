@@ -58,28 +58,30 @@ class HostBatches:
     """`batch` without the padding columns no row on any host needs (update_loop.length_multiple).
 
     The sampler pads prompts to its bucket and completions to max_new_tokens; the update only needs
-    the longest prompt and the last loss-bearing column, each rounded up to `multiple` so a run
-    compiles a few shapes (0 = keep the widths). Hosts agree on the widths: their arrays form one
-    global batch.
+    the longest prompt and the last loss-bearing column, rounded up to the update's buckets so a
+    run compiles a few shapes (update.prompt_bucket, update.completion_bucket with base
+    `multiple`; 0 = keep the widths). Hosts agree on the widths: their arrays form one global
+    batch.
     """
     if not multiple:
       return batch
     widths = self.gather(np.asarray([update_lib.content_widths(batch)], np.int64)).max(axis=0)
-    return update_lib.trim_batch(batch, update_lib.round_up(int(widths[0]), multiple),
-                                 update_lib.round_up(int(widths[1]), multiple))
+    return update_lib.trim_batch(batch, update_lib.prompt_bucket(int(widths[0])),
+                                 update_lib.completion_bucket(int(widths[1]), multiple))
 
   def packed_widths(self, batch: dict, micro: int, group_size: int) -> list[int] | None:
     """Columns for each micro-batch's packed completions (update.packed_width), the same on every
-    host, or None when prompts are not shared. Each is rounded up to a multiple of the completion
-    width L, so a run compiles at most group_size gradient programs per prompt width while a
-    micro-batch of short completions runs at its own, smaller width."""
+    host, or None when prompts are not shared. Each is rounded up to update.packed_bucket of the
+    completion width L, so a run compiles at most 4 (G <= 4), 6 (G = 8) or 8 (G = 16) gradient
+    programs per prompt and completion width, while a micro-batch of short completions runs at a
+    smaller width."""
     if group_size == 1:
       return None
     mask = np.asarray(batch["loss_mask"])
     need = [update_lib.packed_width({"loss_mask": mask[i:i + micro]}, group_size)
             for i in range(0, len(mask), micro)]
     need = self.gather(np.asarray([need], np.int64)).max(axis=0)
-    return [update_lib.round_up(int(w), mask.shape[1]) for w in need]
+    return [update_lib.packed_bucket(int(w), mask.shape[1], group_size) for w in need]
 
   def device_batch(self, batch: dict, micro: int) -> dict:
     """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""

@@ -29,6 +29,7 @@ from flax import nnx
 
 from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.rl import losses
+from grounding_jax.sampling.generate import bucket_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +110,10 @@ def nonfinite_name(code: float) -> str | None:
 
 
 def _all_finite(tree) -> jax.Array:
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+  """Whether every float leaf of `tree` is finite (True for a tree without any, e.g. SGD's state)."""
+  checks = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
+            if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+  return jnp.all(jnp.stack(checks)) if checks else jnp.bool_(True)
 
 
 def _guard_nonfinite(advantages_finite, loss, grads, new_params, new_opt_state, params, opt_state):
@@ -186,8 +190,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     return params, opt_state, {**metrics, **guard}
 
   def train_step(params, rest, opt_state, batch, packed_width=None):
-    if isinstance(batch, dict):
-      batch = [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(len(batch["advantages"]))]
+    batch = micro_batches(batch)
     widths = packed_width if isinstance(packed_width, (list, tuple)) else [packed_width] * len(batch)
     grad_sum = jax.tree.map(jnp.zeros_like, params)
     stats = []
@@ -196,7 +199,16 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
       stats.append(st)
     return apply(params, opt_state, grad_sum, stats)
 
+  train_step.accumulate = accumulate  # the gradient program, for ahead-of-time compiling
   return train_step
+
+
+def micro_batches(batch) -> list[dict]:
+  """A dict of arrays [num_micro, micro_batch, ...] as the list of its micro-batches (a list is
+  returned as is), indexed as train_step indexes them."""
+  if not isinstance(batch, dict):
+    return batch
+  return [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(len(batch["advantages"]))]
 
 
 def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callable:
@@ -257,8 +269,45 @@ def packed_width(batch: dict, group_size: int) -> int:
 
 
 def round_up(n: int, multiple: int) -> int:
-  """n rounded up to a positive multiple of `multiple` (the update's shape buckets)."""
+  """n rounded up to a positive multiple of `multiple`."""
   return max(-(-n // multiple), 1) * multiple
+
+
+# The update's shape buckets. Every distinct (prompt width, completion width, packed width) is one
+# more gradient program to compile, so widths are rounded up to a few values; padding is exact
+# (masked out of attention and the loss) and costs only its compute. A run therefore compiles, per
+# prompt bucket, at most |completion buckets| x |packed buckets| gradient programs: with
+# max_new_tokens 128, length_multiple 32 and G = 4, 3 x 4 = 12 (rounding every width to a
+# multiple of 32 or of L allowed 4 x 4 = 16); 256 tokens and G = 8: 4 x 6 = 24 (was 8 x 8 = 64).
+
+
+def prompt_bucket(n: int) -> int:
+  """The sampler's prompt bucket (generate.bucket_length: four per octave, <= 25 % padding), so
+  the update runs the prompt widths prefill already runs. A shared prompt costs 1/G of a row."""
+  return bucket_length(n)
+
+
+def completion_bucket(n: int, multiple: int) -> int:
+  """multiple · 2^k >= n, the smallest: log2(max_new_tokens / multiple) + 1 values. Coarse, since
+  with shared prompts (the default) the completion width only sizes the [rows, L] gathers and the
+  loss; the model runs the packed width."""
+  width = multiple
+  while width < n:
+    width *= 2
+  return width
+
+
+_PACKED_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+
+def packed_bucket(need: int, length: int, group_size: int) -> int:
+  """Columns of a group's packed completions: length · b for the smallest b in 1, 2, 3, 4, 6, 8,
+  12, ... (two per octave, <= 50 % padding past 2) with length · b >= need, at most
+  group_size · length (which always fits). G <= 4 gives G widths, G = 8: 6, G = 16: 8."""
+  for b in _PACKED_STEPS:
+    if b >= group_size or length * b >= need:
+      return length * min(b, group_size)
+  return length * group_size
 
 
 def split_model(model: nnx.Module) -> tuple[nnx.GraphDef, Any, Any]:

@@ -14,7 +14,8 @@ prompt's keys and values start the row's own [N, Lp + Ln] cache, as a plain KV c
 
 The decode cache is allocated once per shape and DONATED to `decode`, which returns it; `KVCachePool`
 keeps it for the next call of the same shape, so steady-state generation allocates no cache memory.
-Model weights are never donated (the trainer holds the same arrays).
+Model weights are never donated (the trainer holds the same arrays); both programs take them as
+`inference_state` prepares them (compute dtype, layers unstacked).
 
 Each program is traced once per static configuration (shapes, greedy/top-k/top-p switches, number of
 samples); `trace_counts()` exposes the count so tests can check that repeated calls do not recompile.
@@ -60,17 +61,29 @@ def _constrain_cache(cache):
   return jax.tree.map(lambda x: with_logical_constraint(x, _CACHE_AXES), cache)
 
 
-def _merge_for_inference(graphdef, state):
-  """The model with its float parameters in its compute dtype.
+def inference_state(model) -> tuple[nnx.GraphDef, Any]:
+  """(graphdef, state) of `model` as `prefill` and `decode` take it: float parameters in the
+  compute dtype, layers unstacked (Transformer.unstacked). `nnx.split(model)` itself when it is
+  already so, else a copy of the weights that lives for the call.
 
-  Converted once per program, outside the decode loop, instead of inside every step's matmuls: with
-  bf16 compute over float32 master weights, each decode step then reads half the weight bytes. The
-  matmuls see the same bf16 weights either way, so log-probs match the trainer's.
+  Converted once per call, outside the programs and their loops: with bf16 compute over float32
+  master weights each decode step then reads half the weight bytes, and the matmuls see the same
+  bf16 weights either way, so log-probs match the trainer's. A scanned model is unstacked because
+  the decode loop runs per-layer weights faster (a scan in the loop: ~40 % slower per step), and
+  eagerly, one small program per parameter shape, because XLA:CPU compiles the same slices inside
+  one program slowly (SmolLM2's 270 slices: ~9 s; inside the decode program: 15 s against 6.5 s).
+  Each call then costs one pass over the weights (SmolLM2: ~0.04 s float32, ~0.09 s bf16 on 2
+  cores; the first ~0.4 s, compiling the slices).
   """
-  dtype = jnp.dtype(nnx.merge(graphdef, state).compute_dtype)
+  dtype = jnp.dtype(model.compute_dtype)
+  graphdef, state = nnx.split(model.unstacked(dtype))
   state = jax.tree.map(
-      lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state)
-  return nnx.merge(graphdef, state)
+      lambda x: _cast(x, dtype) if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype != dtype
+      else x, state)
+  return graphdef, state
+
+
+_cast = jax.jit(lambda x, dtype: x.astype(dtype), static_argnums=1)
 
 
 def _prefill(graphdef, state, prompt_ids, prompt_mask):
@@ -83,7 +96,7 @@ def _prefill(graphdef, state, prompt_ids, prompt_mask):
     (cache with Lp slots per row, float32[P, V] logits of the last prompt position).
   """
   _TRACES["prefill"] += 1
-  model = _merge_for_inference(graphdef, state)
+  model = nnx.merge(graphdef, state)
   p, lp = prompt_ids.shape
   positions = jnp.maximum(jnp.cumsum(prompt_mask, axis=-1) - 1, 0).astype(jnp.int32)
   cache = _constrain_cache(model.init_cache(p, lp))
@@ -115,7 +128,7 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
      stop string; `steps` is the number of decode positions run.
   """
   _TRACES["decode"] += 1
-  model = _merge_for_inference(graphdef, state)
+  model = nnx.merge(graphdef, state)
   g = config.num_samples
   n, s = cache.k[0].shape[_BATCH_AXIS], cache.k[0].shape[_LENGTH_AXIS]
   prompt_len = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g).astype(jnp.int32)

@@ -231,6 +231,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     Generation with N = P * num_samples rows (prompt-major) and L = max_new_tokens.
   """
   _check_args(max_new_tokens, temperature, top_p, top_k, num_samples)
+  live = not isinstance(model, tuple)  # else `model` becomes an abstract view of the split
   graphdef, state, model = split_model(model)
   if stop and tokenizer is None:
     raise ValueError(f"stop={tuple(stop)!r} needs a tokenizer to know each token's text.")
@@ -263,6 +264,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
 
   context = use_mesh(mesh, rules) if mesh is not None else contextlib.nullcontext()
   with context:
+    # The sampler's weights (compute dtype, layers unstacked); a split is merged for it (no copy).
+    graphdef, state = engine.inference_state(model if live else nnx.merge(graphdef, state))
     if mesh is not None:  # each host's rows become its slice of the global batch
       put = lambda x, names: host_local_to_global(x, names, mesh, rules=rules)
       ids_d, mask_d = put(ids, ("batch", "length")), put(mask, ("batch", "length"))

@@ -42,6 +42,7 @@ def default_config() -> ml_collections.ConfigDict:
       compute_dtype="float32",    # "bfloat16" on accelerators
       remat=False,                # recompute layer activations in the backward pass
       remat_policy="full",        # "full" | "save_dots" (see rl/config.py)
+      scan_layers=True,           # one layer body scanned over stacked weights (see rl/config.py)
   ))
   c.data = ml_collections.ConfigDict(dict(
       kind="jsonl",               # "jsonl": rows {prompt | messages, target} from `path` (sft/data.py);
@@ -155,7 +156,8 @@ class SFTTrainer:
       model = models.load_pretrained(config.model.path, dtype=models.DTYPES[config.model.param_dtype],
                                      compute_dtype=models.DTYPES[config.model.compute_dtype],
                                      remat=config.model.remat,
-                                     remat_policy=config.model.remat_policy)
+                                     remat_policy=config.model.remat_policy,
+                                     scan_layers=config.model.scan_layers)
     self.model, self.tokenizer = model, tokenizer
     self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
                                max_completion_tokens=config.data.max_completion_tokens)

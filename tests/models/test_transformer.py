@@ -92,38 +92,48 @@ def test_decode_with_cache_matches_full_forward(tiny_checkpoint):
   np.testing.assert_allclose(got[full_mask[:, :n]], expected[:, :n][full_mask[:, :n]], atol=1e-5)
 
 
-def test_every_param_has_contract_axis_names_and_partition_specs():
+@pytest.mark.parametrize("scan_layers", [True, False])
+def test_every_param_has_contract_axis_names_and_partition_specs(scan_layers):
   from grounding_jax.models.config import ModelConfig
   from conftest import _TINY
   for family in ("llama", "qwen2", "qwen3"):
     config = ModelConfig.from_hf(transformers.AutoConfig.for_model(**_TINY[family]).to_dict())
-    abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
+    abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0), scan_layers=scan_layers))
     state = nnx.state(abstract, nnx.Param)
     specs = jax.tree.leaves(nnx.get_partition_spec(state),
                             is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
-    params = jax.tree.leaves(state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+    params = jax.tree_util.tree_flatten_with_path(
+        state, is_leaf=lambda x: isinstance(x, nnx.Variable))[0]
     assert len(specs) == len(params) > 0
-    for param, spec in zip(params, specs):
+    for (path, param), spec in zip(params, specs):
       names = param.get_metadata()["out_sharding"]
-      assert len(names) == len(param.shape) and set(names) <= _LOGICAL_NAMES
-      assert tuple(spec) == tuple(names)
+      in_layer = jax.tree_util.keystr(path).startswith("['layers']")
+      # A scanned model's layer parameters lead with the (replicated) layer axis.
+      if scan_layers and in_layer:
+        assert names[0] == "layers" and param.shape[0] == config.num_layers
+        names = names[1:]
+      assert len(names) == len(param.shape) - (scan_layers and in_layer)
+      assert set(names) <= _LOGICAL_NAMES
+      assert tuple(spec)[-len(names):] == tuple(names)
 
 
-def test_remat_is_applied_and_bf16_compute_keeps_float32_logits(tiny_checkpoint):
+@pytest.mark.parametrize("scan_layers", [True, False])
+def test_remat_is_applied_and_bf16_compute_keeps_float32_logits(tiny_checkpoint, scan_layers):
   folder = tiny_checkpoint("llama", **_INIT)
   ids, mask = _left_padded_batch(96, lengths=[12, 5], width=12)
-  plain = load_pretrained(folder)
-  remat = load_pretrained(folder, remat=True)
+  plain = load_pretrained(folder, scan_layers=scan_layers)
+  remat = load_pretrained(folder, remat=True, scan_layers=scan_layers)
   ref = np.asarray(_forward(plain, ids, mask))
   np.testing.assert_array_equal(np.asarray(_forward(remat, ids, mask)), ref)
 
-  # Each layer sits in a checkpoint (jax's "remat2" primitive), so the backward pass recomputes it.
-  # (Tracing only; jax guarantees checkpointed gradients equal plain ones.)
+  # Each layer sits in a checkpoint (jax's "remat2" primitive), so the backward pass recomputes it:
+  # the one scanned layer body, or every unrolled layer. (Tracing only; jax guarantees
+  # checkpointed gradients equal plain ones.)
   def n_checkpoints(model):
     graphdef, state = nnx.split(model)
     jaxpr = jax.make_jaxpr(lambda s: nnx.merge(graphdef, s)(jnp.asarray(ids), jnp.asarray(mask)))
     return len(re.findall(r"\b(?:remat\d*|checkpoint)\[", str(jaxpr(state))))
-  assert n_checkpoints(remat) == remat.config.num_layers
+  assert n_checkpoints(remat) == (1 if scan_layers else remat.config.num_layers)
   assert n_checkpoints(plain) == 0
 
   # bf16 activations with float32 parameters: float32 logits, close to the float32 forward.

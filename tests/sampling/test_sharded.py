@@ -15,11 +15,14 @@ def test_sharded_equals_single_device(tiny_checkpoint):
   path = tiny_checkpoint("llama")
   ids, mask = random_prompts((5, 11, 3), 96, seed=1)  # 3 prompts: padded to 4 for 4 batch shards
   key = jax.random.key(3)
-  single = sampling.generate_ids(load_pretrained(path), ids, mask, seed=key, **SAMPLED)
+  # The reference runs unrolled layers on one device, the sharded model scanned ones (the default).
+  single = sampling.generate_ids(load_pretrained(path, scan_layers=False), ids, mask, seed=key,
+                                 **SAMPLED)
 
   mesh = make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
   sharded_model = load_pretrained(path, mesh=mesh)
-  assert not sharded_model.layers[0].attn.q_proj[...].sharding.is_fully_replicated
+  assert sharded_model.scan_layers
+  assert not sharded_model.layers.attn.q_proj[...].sharding.is_fully_replicated
   sharded = sampling.generate_ids(sharded_model, ids, mask, seed=key, mesh=mesh, **SAMPLED)
   assert sampling.last_stats()["prompt_rows"] == 4
   np.testing.assert_array_equal(sharded.token_ids, single.token_ids)

@@ -1,0 +1,92 @@
+"""JAX's persistent compilation cache: compiled XLA programs kept on disk and reused across processes.
+
+  compile_cache.enable(config.compile_cache_dir)    # before the first jitted call (launch/train.py)
+
+A second run of the same config, a resumed run, or a test that starts a subprocess then reads each
+program (sampler prefill/decode, gradient and optimizer programs) from disk instead of compiling it
+again: a program's cache key is its HLO, compile options, devices and jax/XLA versions, not the
+Python source lines, so two checkouts of the same code share entries.
+
+Where: `DEFAULT_DIR` (one per user: the cache is trusted code, jax warns against sharing it with
+other users), overridden by the environment variable `GROUNDING_JAX_COMPILE_CACHE` (a path, or
+"off"), then by the argument. On a multi-host pod only process 0 writes entries (jax's rule): give
+every host the same shared path (e.g. a gs:// bucket) so that they all read what process 0 wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache as jax_cache
+
+DEFAULT_DIR = "~/.cache/grounding_jax/xla"
+ENV_VAR = "GROUNDING_JAX_COMPILE_CACHE"
+_OFF = ("", "off", "none", "0", "false")
+
+# Keep every program that took >= 0.1 s to compile. jax's default (1 s) skips the tens of small
+# programs a training step also compiles (optimizer apply, masks, gathers, eager ops), which
+# together cost seconds of a resumed run's start; an entry is read back in milliseconds.
+MIN_COMPILE_SECONDS = 0.1
+# No minimum entry size (0 lets jax apply the threshold its file system prefers).
+MIN_ENTRY_BYTES = 0
+# Least recently used entries are deleted past this size (jax's LRU eviction, needs `filelock`).
+MAX_BYTES = 8 * 1024**3
+
+
+def resolve(directory: str | os.PathLike | None = None) -> str | None:
+  """The cache location `enable` would use: `GROUNDING_JAX_COMPILE_CACHE` if set, else
+  `directory`, else DEFAULT_DIR; None when the chosen value is "off" (or "", "none", "0").
+
+  Local paths are expanded (~) and made absolute; URLs (gs://...) are kept as given.
+  """
+  value = os.environ.get(ENV_VAR)
+  if value is None:
+    value = DEFAULT_DIR if directory is None else str(directory)
+  if value.strip().lower() in _OFF:
+    return None
+  if "://" in value:
+    return value
+  return str(pathlib.Path(value).expanduser().absolute())
+
+
+def enable(directory: str | os.PathLike | None = None, *,
+           min_compile_seconds: float = MIN_COMPILE_SECONDS, min_entry_bytes: int = MIN_ENTRY_BYTES,
+           max_bytes: int = MAX_BYTES) -> str | None:
+  """Turns on JAX's persistent compilation cache in `resolve(directory)`; returns that path, or
+  None (the cache is then off, also for programs compiled earlier in this process).
+
+  Call it before the first jitted call; a later call switches the cache from then on.
+
+  Args:
+    directory: where entries go (created if missing); see `resolve` for the environment override.
+    min_compile_seconds: programs that compiled faster are not written.
+    min_entry_bytes: smaller serialised programs are not written (0 = jax's choice, -1 = none).
+    max_bytes: the cache's size limit (least recently used entries go first); -1 = unbounded.
+  """
+  path = resolve(directory)
+  if path is not None and "://" not in path:
+    pathlib.Path(path).mkdir(parents=True, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_bytes))
+  jax.config.update("jax_compilation_cache_max_size", int(max_bytes))
+  # jax decides once per process whether the cache is in use (at the first compile) and opens
+  # its directory once; resetting makes this call take effect whatever was compiled before.
+  jax_cache.reset_cache()
+  return path
+
+
+def environment(path: str | None) -> dict[str, str]:
+  """Environment variables that give a child process the cache `enable` set up (path from its
+  return value), whether or not the child calls `enable` itself: jax reads its JAX_* settings
+  from the environment at start-up."""
+  if path is None:
+    return {ENV_VAR: "off", "JAX_COMPILATION_CACHE_DIR": ""}
+  return {ENV_VAR: path, "JAX_COMPILATION_CACHE_DIR": path,
+          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": str(
+              jax.config.jax_persistent_cache_min_compile_time_secs),
+          "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": str(
+              jax.config.jax_persistent_cache_min_entry_size_bytes),
+          "JAX_COMPILATION_CACHE_MAX_SIZE": str(jax.config.jax_compilation_cache_max_size)}
