@@ -71,7 +71,8 @@ def rewards():
                passages=(Passage("Orsk is the capital of Veltria.", title="Veltria"),),
                answers=("Orsk",), evidence=("Orsk is the capital of Veltria.",),
                gold_passage_ids=(1,), answerable=True, id="adv", meta={"dataset": "asqa"})
-  fns = {name: get_reward(name) for name in ("grace", "arena", "lear", "truthrl", "naive")}
+  fns = {name: get_reward(name) for name in ("grace", "arena", "lear", "naive")}
+  fns["truthrl"] = get_reward("truthrl", judge="exact_match")  # the judge is not what is measured
   fns["trust_stage1"] = get_reward("trust_stage1", nli=WordNLI())
   return ex, fns
 
