@@ -29,12 +29,16 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from grounding_jax import checkpoints
 from grounding_jax import parallel
+from grounding_jax.data import schema
 from grounding_jax.eval import model_ref
 from grounding_jax.parallel import compile_cache
+from grounding_jax.rl import config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import overrides
 from grounding_jax.rl import presets
+from grounding_jax.rl import setup
 from grounding_jax.rl import trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
@@ -58,15 +62,20 @@ def main(argv):
     if _WORKDIR.value:
       config.workdir = _WORKDIR.value
     config.model.path = os.path.abspath(presets.resolve_model_path(config.model.path))
-  # The run record: the workdir alone then says which base model and dtype its checkpoints belong to
-  # (launch/export_hf.py and evaluation read it through grounding_jax.eval.model_ref).
-  model_ref.write_run_config(config.workdir, config)
-  logging.info("config:\n%s", config)
-  logging.info("compilation cache: %s", compile_cache.enable(config.compile_cache_dir) or "off")
+  # Errors a user causes (bad config values, data rows, start weights, checkpoints, a run stopped on
+  # non-finite updates) end the run with their message alone: it names the value and the fix.
+  user_errors = (config_checks.ConfigError, schema.DataError, checkpoints.CheckpointError,
+                 health.NonFiniteRunError, health.NonFiniteWeightsError)
   try:
+    setup.check_config(config, read_data=False)  # before the run record can overwrite a good one
+    # The run record: the workdir alone then says which base model and dtype its checkpoints belong
+    # to (launch/export_hf.py and evaluation read it through grounding_jax.eval.model_ref).
+    model_ref.write_run_config(config.workdir, config)
+    logging.info("config:\n%s", config)
+    logging.info("compilation cache: %s", compile_cache.enable(config.compile_cache_dir) or "off")
     history = trainer.train(config)
-  except (health.NonFiniteRunError, health.NonFiniteWeightsError) as e:
-    logging.error("%s", e)  # the message says what happened and what to do; no traceback
+  except user_errors as e:
+    logging.error("%s", e)
     sys.exit(1)
   if history:
     last = history[-1]

@@ -1,6 +1,6 @@
-"""launch/train.py stops a run whose updates keep turning non-finite with exit code 1 and one error
-line (no traceback), the step's metrics logged. (The default config's successful run through the
-launcher is tests/configs/test_configs.py.)"""
+"""launch/train.py stops a run whose updates keep turning non-finite, or a config with bad values, with
+exit code 1 and its error alone (no traceback), the step's metrics logged. (The default config's
+successful run through the launcher is tests/configs/test_configs.py.)"""
 
 import json
 import pathlib
@@ -25,3 +25,19 @@ def test_a_run_of_nonfinite_updates_exits_1_with_one_error_line(tiny_smollm2_dir
   assert len(errors) == 1 and "stopping at step 1: step 1 skipped its update as non-finite" in errors[0]
   rows = [json.loads(line) for line in (workdir / "logs" / "metrics.jsonl").read_text().splitlines()]
   assert [(r["step"], r["nonfinite/skipped_updates"]) for r in rows] == [(1, 1.0)]
+
+
+def test_bad_config_values_exit_1_naming_each_before_anything_is_written(tmp_path):
+  """Every bad value in one message (field, value, what is allowed), no traceback, and no run record
+  written: an existing workdir's config.json is never replaced by a config that cannot run."""
+  workdir = tmp_path / "run"
+  cmd = [sys.executable, str(ROOT / "launch" / "train.py"),
+         f"--config={ROOT / 'configs' / 'synthetic_smollm2.py'}", f"--workdir={workdir}",
+         "--config.checkpoint.every_steps=0", "--config.rollout.group_size=1",
+         "--config.model.compute_dtype=float64"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  for line in ("3 invalid config value(s)", "config.checkpoint.every_steps=0",
+               "config.rollout.group_size=1", "config.model.compute_dtype='float64'"):
+    assert line in proc.stderr
+  assert not workdir.exists()
