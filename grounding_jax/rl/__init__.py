@@ -6,9 +6,11 @@
 
 Parts: setup (config → mesh, policy, each stage's parts) · collect (rollout rounds of the stage's
 recipe, rewards, DAPO refill → a GroupBatch) · step (μ × mini × micro update schedule) · trainer
-(stages, resume, checkpoints) · health (non-finite steps, finite checkpoints, health/ monitors) ·
-update (the jitted update and log-prob passes) · logprobs · losses · advantages · presets (DAPO /
-Dr.GRPO / RLOO, runlocal) · reward_pool · config_checks · data_stream · host_batch.
+(stages, resume, checkpoints) · validate (held-out evaluation while training, the best checkpoint)
+· health (non-finite steps, finite checkpoints, health/ monitors) · update (the jitted update and
+log-prob passes) · update_programs (the update's bucketed shapes, compiled ahead) · logprobs ·
+losses · advantages · presets (DAPO / Dr.GRPO / RLOO, runlocal) · overrides (presets and sweep
+values on a config) · reward_pool · config_checks · data_stream · host_batch.
 Recipes (prompts, rewards, rollouts) come from grounding_jax.recipes by the stage's `recipe` name.
 """
 
