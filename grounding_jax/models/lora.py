@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 from flax import nnx
 
 from grounding_jax.models.layers import matmul
@@ -42,7 +43,7 @@ TARGETS = {
     "gate_proj": ("mlp", 1), "up_proj": ("mlp", 1), "down_proj": ("mlp", 1),
 }
 ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
-ALL_TARGETS = tuple(TARGETS)
+ALL_TARGETS = tuple(TARGETS)    # PEFT's "all-linear" for these models (the lm_head excluded)
 SUFFIX = "_lora"            # the adapter of module.q_proj is module.q_proj_lora
 RANK_AXIS = "lora_rank"     # logical name of the rank dimension
 
@@ -53,7 +54,7 @@ class LoRAConfig:
   rank: int = 0
   alpha: float = 16.0
   dropout: float = 0.0
-  targets: tuple[str, ...] = ATTENTION_TARGETS
+  targets: tuple[str, ...] = ALL_TARGETS
 
   def __post_init__(self):
     if self.rank < 0:
@@ -74,6 +75,27 @@ class LoRAConfig:
     """From a config's model.lora section (rank, alpha, dropout, targets)."""
     return cls(rank=int(section.rank), alpha=float(section.alpha), dropout=float(section.dropout),
                targets=tuple(section.targets))
+
+
+def config_section() -> ml_collections.ConfigDict:
+  """The `model.lora` section of the RL and SFT configs (checked by rl/config_checks.py)."""
+  return ml_collections.ConfigDict(dict(
+      rank=0,                     # r; 0 = full fine-tuning (no adapters)
+      alpha=16.0,                 # scale = alpha / r (PEFT's lora_alpha)
+      dropout=0.0,                # on each adapter's input in training passes (PEFT's lora_dropout)
+      targets=ALL_TARGETS,        # projections that get adapters (PEFT's target_modules), any of
+                                  # q_proj k_proj v_proj o_proj gate_proj up_proj down_proj
+      save_base=False,            # also checkpoint the frozen base weights (default: adapters only;
+                                  # the base is re-read from model.path on resume, export and eval)
+  ))
+
+
+def add_from_config(model: Transformer, section, seed: int) -> Transformer:
+  """Adds the adapters a config's model.lora section asks for (none when rank = 0), A drawn from
+  `seed`; returns `model`."""
+  if section is None or int(section.rank) == 0:
+    return model
+  return add_adapters(model, LoRAConfig.from_config(section), jax.random.key(seed))
 
 
 class LoRAParam(nnx.Param):
@@ -251,17 +273,8 @@ def merged(model: Transformer) -> Transformer:
   return out
 
 
-def base_params(rest) -> Any:
-  """The frozen base weights (plain nnx.Param) of a LoRA trainer's `rest` state."""
-  return nnx.filter_state(rest, nnx.Param)
-
-
 def split(model) -> tuple[nnx.GraphDef, Any, Any]:
   """(graphdef, trainable, rest): the adapters and everything else under LoRA, else every nnx.Param
   and everything else (what a full fine-tuning trainer optimises)."""
   return nnx.split(model, trainable_filter(model), ...)
 
-
-def check_targets(targets: Sequence[str]) -> list[str]:
-  """The names in `targets` that are not targetable projections."""
-  return sorted(set(targets) - set(TARGETS))

@@ -70,3 +70,32 @@ def test_scan_and_unrolled_agree_and_merge_equals_adapter_forward(tiny_checkpoin
   # the sampler's weights: adapters folded in, layers unstacked
   graphdef, state = engine.inference_state(scanned)
   np.testing.assert_allclose(np.asarray(nnx.merge(graphdef, state)(ids, mask)), want, atol=2e-5)
+
+
+def _torch_logits(model, ids, mask):
+  with torch.no_grad():
+    out = model(input_ids=torch.tensor(np.asarray(ids), dtype=torch.long),
+                attention_mask=torch.tensor(np.asarray(mask), dtype=torch.long))
+  return out.logits.float().numpy()
+
+
+def test_merged_and_peft_exports_load_in_transformers_and_peft(tiny_chat_model, tmp_path):
+  transformers = pytest.importorskip("transformers")
+  peft = pytest.importorskip("peft")
+  path = tiny_chat_model
+  model = lora.add_adapters(load_pretrained(path), ALL, jax.random.key(3))
+  _randomise_b(model)
+  ids, mask = _batch(model.config.vocab_size, seed=2)
+  ids, mask = ids[:1], mask[:1]  # one unpadded row: HF's padded-row positions differ from ours
+  want = np.asarray(model(ids, mask))
+
+  merged_dir = hf_export.export_hf(model, tmp_path / "merged", tokenizer_from=path)
+  hf = transformers.AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32)
+  np.testing.assert_allclose(_torch_logits(hf, ids, mask), want, atol=2e-4)
+
+  peft_dir = hf_export.export_peft(model, tmp_path / "adapter", base_model=path)
+  config = json.loads((peft_dir / hf_export.PEFT_CONFIG).read_text())
+  assert config["r"] == 4 and config["lora_alpha"] == 8.0 and config["peft_type"] == "LORA"
+  base = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+  with_adapter = peft.PeftModel.from_pretrained(base, peft_dir)
+  np.testing.assert_allclose(_torch_logits(with_adapter, ids, mask), want, atol=2e-4)
