@@ -99,3 +99,20 @@ def test_merged_and_peft_exports_load_in_transformers_and_peft(tiny_chat_model, 
   base = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
   with_adapter = peft.PeftModel.from_pretrained(base, peft_dir)
   np.testing.assert_allclose(_torch_logits(with_adapter, ids, mask), want, atol=2e-4)
+
+
+def test_adapters_shard_by_their_weights_names_with_the_rank_replicated(tiny_checkpoint):
+  from grounding_jax import parallel
+  path = tiny_checkpoint("llama")
+  model = lora.add_adapters(load_pretrained(path), ALL, jax.random.key(0))
+  _randomise_b(model)
+  ids, mask = _batch(model.config.vocab_size)
+  want = np.asarray(model(ids, mask))
+  mesh = parallel.make_mesh({"data": 1, "fsdp": 2, "tensor": 2}, devices=jax.devices()[:4])
+  parallel.shard_model(model, mesh)
+  _, _, ad = lora.adapters(model)[0]  # the stacked q_proj adapter: A [layers, embed, r]
+  assert ad.a.get_value().sharding.spec == jax.sharding.PartitionSpec(None, "fsdp", None)
+  assert ad.b.get_value().sharding.spec[1] is None  # [layers, r, q_heads, head_dim]: r replicated
+  with parallel.use_mesh(mesh):
+    got = jax.jit(lambda m, i, k: m(i, k))(model, ids, mask)
+  np.testing.assert_allclose(np.asarray(got), want, atol=2e-5)
