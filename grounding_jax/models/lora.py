@@ -26,7 +26,7 @@ import contextvars
 import dataclasses
 import functools
 import math
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp

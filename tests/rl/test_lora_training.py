@@ -4,13 +4,11 @@ exactly, and its workdir loads (model_ref) as the policy it trained."""
 
 import re
 
-import jax
 import numpy as np
 from flax import nnx
 
 import toy_task
 from grounding_jax import checkpoints
-from grounding_jax import models
 from grounding_jax.eval import model_ref
 from grounding_jax.models import lora
 from grounding_jax.rl import config_checks
