@@ -43,6 +43,11 @@ setuptools.setup(
             "sentencepiece>=0.2,<0.3",
             "sentence-transformers>=3,<7",
             "scipy>=1.11,<2",
+            # The LoRA export test loads our PEFT adapter folder with peft itself (and peft imports
+            # accelerate). Both are pure Python; if pip would replace the pinned CPU torch, install
+            # them with `pip install --no-deps peft accelerate` (their other needs are already here).
+            "peft>=0.17,<1",
+            "accelerate>=1.10,<2",
         ],
         "seqio": ["seqio>=0.0.19", "tensorflow-datasets>=4.9"],
         # Peers the benchmarks in launch/ measure against (TRL's GRPOTrainer for bench_grpo_step.py).

@@ -3,6 +3,8 @@ r"""One GRPO step (sample → reward → update) with SmolLM2-135M on CPU: groun
   python launch/bench_grpo_step.py                 # 8 prompts x G=4, 128 new tokens, both trainers
   python launch/bench_grpo_step.py --trl=false     # ours only
   python launch/bench_grpo_step.py --dtype=bfloat16   # bf16 compute on both sides
+  python launch/bench_grpo_step.py --trl=false --lora_rank=8 --kl_coef=0.04   # LoRA: update memory
+      # against full fine-tuning's (compiled, memory_analysis), then LoRA GRPO steps
   pip install -e ".[bench]"                        # TRL and what it needs, for the peer
 
 Same model (SmolLM2-135M-Instruct, float32 weights), same 8 synthetic grounded-QA prompts (naive-GRPO chat
@@ -40,6 +42,12 @@ _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "weights), TRL bf16=True (autocast; float32 master weights).")
 _SCAN = flags.DEFINE_bool("scan_layers", True, "Ours: run the layers as one scanned body over stacked "
                           "weights (compiles once) instead of unrolled (Transformer.scan_layers).")
+_LORA_RANK = flags.DEFINE_integer(
+    "lora_rank", 0, "Ours: train LoRA adapters of this rank on every projection (model.lora; alpha "
+    "2·rank) instead of all weights, and first print the compiled update's memory "
+    "(memory_analysis) with these adapters against full fine-tuning's at --kl_coef.")
+_KL = flags.DEFINE_float("kl_coef", 0.0, "β of the KL term (> 0: reference log-probs every step; "
+                         "full fine-tuning keeps a reference copy of the weights, LoRA of the adapters).")
 _REMAT_POLICY = flags.DEFINE_enum(
     "remat_policy", "full", ["full", "save_dots"],
     "Ours: what a recomputed layer keeps. 'full' matches TRL's gradient checkpointing; 'save_dots' "
@@ -76,6 +84,9 @@ def run_ours(model_dir, tok, examples, texts):
   c.loss.logprob_chunk_size = 8192
   c.stages = [config_lib.stage("bench", num_steps=_STEPS.value)]
   c.stages[0].data.shuffle = False
+  c.loss.kl_coef = _KL.value
+  if _LORA_RANK.value:
+    c.model.lora.update(dict(rank=_LORA_RANK.value, alpha=2.0 * _LORA_RANK.value))
   c.checkpoint.every_steps = 10**9
   c.checkpoint.resume = False
   c.logging.console = False
@@ -88,6 +99,56 @@ def run_ours(model_dir, tok, examples, texts):
   tr.checkpointer.save = lambda *a, **k: None  # timing excludes checkpoint I/O
   hist = tr.train()
   return hist
+
+
+def update_memory(model_dir, tok, texts):
+  """Peak bytes per device of one compiled update — the reference log-prob pass (β > 0), every
+  micro-batch's gradient and the optimizer step, as one program — for full fine-tuning and for
+  LoRA of rank --lora_rank; printed with their ratio. Compiles only (abstract arguments)."""
+  import jax
+  import jax.numpy as jnp
+  from grounding_jax import models, optim, perf, sampling
+  from grounding_jax.models import lora
+  from grounding_jax.rl import config as config_lib
+  from grounding_jax.rl import update as update_lib
+  c = config_lib.default_config()
+  c.rollout.group_size, c.rollout.max_new_tokens = _GROUP.value, _NEW_TOKENS.value
+  c.update_loop.micro_batch_size = _MICRO.value
+  c.loss.kl_coef = _KL.value
+  c.loss.logprob_chunk_size = 8192
+  settings = update_lib.settings_from_config(c)
+  n = _PROMPTS.value * _GROUP.value
+  prompt_width = update_lib.prompt_bucket(sampling.tokenize_prompts(tok, texts)[0].shape[1])
+  spec = lambda shape, dtype: jax.ShapeDtypeStruct((n // _MICRO.value, _MICRO.value) + shape, dtype)
+  batch = dict(prompt_ids=spec((prompt_width,), jnp.int32), prompt_mask=spec((prompt_width,), bool),
+               completion_ids=spec((_NEW_TOKENS.value,), jnp.int32),
+               loss_mask=spec((_NEW_TOKENS.value,), bool), advantages=spec((), jnp.float32))
+  costs = {}
+  for name, rank in (("full fine-tuning", 0), (f"LoRA r={_LORA_RANK.value}", _LORA_RANK.value)):
+    model = models.load_pretrained(model_dir, remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
+                                   compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
+    if rank:
+      lora.add_adapters(model, lora.LoRAConfig(rank=rank, alpha=2.0 * rank), jax.random.key(0))
+    graphdef, params, rest = update_lib.split_model(model)
+    optimizer = optim.build_optimizer(c.optimizer, 10, 1)
+    train_step = update_lib.make_train_step(graphdef, optimizer, settings)
+    logprob_fn = update_lib.make_logprob_fn(graphdef, settings)
+    abstract = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)
+
+    def update(params, rest, opt_state, ref_params, batch):
+      if ref_params is not None:  # what the step's reference pass adds (rl/step.py)
+        batch = dict(batch, ref_logp=logprob_fn(ref_params, rest, batch))
+      return train_step(params, rest, opt_state, batch)
+
+    args = (abstract(params), abstract(rest), jax.eval_shape(optimizer.init, params),
+            abstract(params) if _KL.value else None, batch)
+    costs[name] = perf.program_cost(update, *args)
+    del model, params, rest
+  print(perf.memory_report(costs))
+  full, low = costs["full fine-tuning"], costs[f"LoRA r={_LORA_RANK.value}"]
+  print(f"update memory LoRA r={_LORA_RANK.value} / full fine-tuning = "
+        f"{low.peak_bytes_per_device / full.peak_bytes_per_device:.1%} (kl_coef={_KL.value}; "
+        f"target <= 40%)")
 
 
 def run_trl(model_dir, tok, examples, texts):
@@ -140,9 +201,11 @@ def main(argv):
   if _STEPS.value < 2:
     raise app.UsageError("--steps must be >= 2 (the first step compiles and is not timed)")
   print(f"dtype={_DTYPE.value} micro_batch_size={_MICRO.value} remat={_REMAT.value} "
-        f"steps={_STEPS.value} (ours: remat_policy={_REMAT_POLICY.value}, "
-        f"scan_layers={_SCAN.value})")
+        f"steps={_STEPS.value} kl_coef={_KL.value} (ours: remat_policy={_REMAT_POLICY.value}, "
+        f"scan_layers={_SCAN.value}, lora_rank={_LORA_RANK.value})")
   setup = _setup()
+  if _LORA_RANK.value:
+    update_memory(setup[0], setup[1], setup[3])
   hist = run_ours(*setup)
   for i, h in enumerate(hist[1:], start=2):
     print(f"grounding_jax step {i}: total {h['time/step']:.2f}s = sample {h['time/sample']:.2f}s + "

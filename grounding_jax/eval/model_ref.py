@@ -28,12 +28,14 @@ from flax import nnx
 from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax.models import gguf_convert
+from grounding_jax.models import lora as lora_lib
 
 RUN_CONFIG = "config.json"      # <workdir>/config.json: the resolved run config (ml_collections JSON)
 CHECKPOINTS = "checkpoints"     # <workdir>/checkpoints: where both trainers save
 BEST_CHECKPOINTS = "checkpoints_best"  # <workdir>/checkpoints_best: GRPO's best validation step
                                        # (checkpoint.best_metric, rl/validate.py); read as workdir@best
 PARAMS = "['params']"           # key path of the policy parameters in a saved training state
+BASE = "['base']"               # a LoRA run's frozen base weights (model.lora.save_base)
 _EXPECTED = ("an HF folder (config.json + model.safetensors), a training or SFT workdir (checkpoints/ + "
              "config.json), workdir@step or workdir@best")
 
@@ -77,6 +79,8 @@ class ModelRef:
     param_dtype: dtype of the stored weights ("float32", "bfloat16", …).
     checkpoints: the workdir's checkpoint folder (CHECKPOINTS, or BEST_CHECKPOINTS for workdir@best).
     scan_layers: the run's layer layout (model.scan_layers; a checkpoint restores into its own).
+    lora: the run's LoRA adapters (model.lora with rank > 0), whose checkpoints hold the adapters
+      (and, with lora_save_base, the frozen base weights); None = full parameters.
   """
   spec: str
   hf_folder: str
@@ -85,6 +89,8 @@ class ModelRef:
   param_dtype: str = "float32"
   checkpoints: str = CHECKPOINTS
   scan_layers: bool = True
+  lora: Optional[lora_lib.LoRAConfig] = None
+  lora_save_base: bool = False
 
   @property
   def name(self) -> str:
@@ -157,7 +163,16 @@ def resolve(spec: str) -> ModelRef:
     checkpointer.close()
   return ModelRef(spec, str(base.absolute()), workdir=str(folder.absolute()), step=int(step),
                   param_dtype=record["model"].get("param_dtype", "float32"), checkpoints=kept,
-                  scan_layers=bool(record["model"].get("scan_layers", False)))
+                  scan_layers=bool(record["model"].get("scan_layers", False)),
+                  **_lora_fields(record["model"].get("lora")))
+
+
+def _lora_fields(section) -> dict:
+  """ModelRef's lora fields from a run record's model.lora (absent or rank 0: full parameters)."""
+  if not section or not int(section.get("rank", 0)):
+    return {}
+  return dict(lora=lora_lib.LoRAConfig.from_config(ml_collections.ConfigDict(section)),
+              lora_save_base=bool(section.get("save_base", False)))
 
 
 def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rules=None) -> LoadedModel:
@@ -179,10 +194,16 @@ def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rule
   tokenizer = models.load_tokenizer(ref.hf_folder)
   if ref.workdir is None:
     return LoadedModel(model, tokenizer, ref)
-  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  if ref.lora is not None:  # the run trained adapters: its checkpoints' params are theirs
+    model = lora_lib.add_adapters(model, ref.lora, jax.random.key(0))
+  graphdef, params, rest = lora_lib.split(model)
   checkpointer = checkpoints.Checkpointer(pathlib.Path(ref.workdir) / ref.checkpoints)
   try:
     params, _ = checkpoints.restore_subtree(checkpointer, params, PARAMS, step=ref.step)
+    if ref.lora_save_base:  # the run kept its base weights: those, not model.path's current ones
+      base, _ = checkpoints.restore_subtree(checkpointer, nnx.filter_state(rest, nnx.Param), BASE,
+                                            step=ref.step)
+      rest = nnx.merge_state(rest, base)
   finally:
     checkpointer.close()
   model = nnx.merge(graphdef, params, rest)

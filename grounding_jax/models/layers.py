@@ -66,6 +66,14 @@ def matmul(spec: str, x: jax.Array, w: jax.Array) -> jax.Array:
   return out.astype(x.dtype)
 
 
+def project(module: nnx.Module, name: str, spec: str, x: jax.Array) -> jax.Array:
+  """matmul(spec, x, module.<name>), plus its LoRA adapter's scale · (x A) B when `module` has one
+  (module.<name>_lora, added by models/lora.py; the base weight is unchanged)."""
+  out = matmul(spec, x, getattr(module, name)[...])
+  adapter = getattr(module, name + "_lora", None)
+  return out if adapter is None else out + adapter(spec, x)
+
+
 def write_cache(cache: jax.Array, new: jax.Array, start: tuple) -> jax.Array:
   """dynamic_update_slice of `new` (cast to the cache dtype) into `cache` at `start`, in place.
 
@@ -243,7 +251,7 @@ class Attention(nnx.Module):
         kp, vp, prefix_mask = prefix
         out = attend_cached_with_prefix(q, kp.astype(dt), vp.astype(dt), prefix_mask, k.astype(dt),
                                         v.astype(dt), mask_bts)
-    out = matmul("bthk,hkd->btd", out, self.o_proj[...])
+    out = project(self, "o_proj", "bthk,hkd->btd", out)
     return out, (k, v)
 
   def shared_prefix(self, xp_btd: jax.Array, positions_p: jax.Array, mask_p: jax.Array,
@@ -264,15 +272,15 @@ class Attention(nnx.Module):
     qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
     out_p = attend(qp, kp, vp, mask_p)
     out_c = attend(qc, jnp.concatenate([kp, kc], axis=1), jnp.concatenate([vp, vc], axis=1), mask_c)
-    return (matmul("bthk,hkd->btd", out_p, self.o_proj[...]),
-            matmul("bthk,hkd->btd", out_c, self.o_proj[...]))
+    return (project(self, "o_proj", "bthk,hkd->btd", out_p),
+            project(self, "o_proj", "bthk,hkd->btd", out_c))
 
   def _qkv(self, x: jax.Array, positions_bt: jax.Array, inv_freq: np.ndarray):
     """Projected, biased, normed and rotated (q, k, v), each [batch, T, heads, head_dim]."""
     dt = x.dtype
-    q = matmul("btd,dhk->bthk", x, self.q_proj[...])
-    k = matmul("btd,dhk->bthk", x, self.k_proj[...])
-    v = matmul("btd,dhk->bthk", x, self.v_proj[...])
+    q = project(self, "q_proj", "btd,dhk->bthk", x)
+    k = project(self, "k_proj", "btd,dhk->bthk", x)
+    v = project(self, "v_proj", "btd,dhk->bthk", x)
     if self.qkv_bias:
       q = q + self.q_bias[...].astype(dt)
       k = k + self.k_bias[...].astype(dt)
@@ -300,7 +308,7 @@ class MLP(nnx.Module):
 
   def __call__(self, x_btd: jax.Array) -> jax.Array:
     x = x_btd
-    gate = jax.nn.silu(matmul("btd,df->btf", x, self.gate_proj[...]))
-    up = matmul("btd,df->btf", x, self.up_proj[...])
+    gate = jax.nn.silu(project(self, "gate_proj", "btd,df->btf", x))
+    up = project(self, "up_proj", "btd,df->btf", x)
     hidden = with_logical_constraint(gate * up, ("batch", "length", "mlp"))
-    return matmul("btf,fd->btd", hidden, self.down_proj[...])
+    return project(self, "down_proj", "btf,fd->btd", hidden)

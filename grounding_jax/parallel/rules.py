@@ -41,6 +41,9 @@ DEFAULT_RULES: tuple[tuple[str, MeshAxes], ...] = (
     ("head_dim", None),
     ("norm", None),
     ("length", None),
+    # A LoRA adapter's rank dimension (models/lora.py): a few columns, replicated; the adapter's
+    # other dimensions follow its weight's names.
+    ("lora_rank", None),
 )
 
 

@@ -349,8 +349,14 @@ class Lear(base.Recipe):
     pilot SFT used DeepSeek-R1 traces (note §7, §10.1), so the target is ours [DECISION]: the
     extract is the gold evidence (the rational evidence an answer follows from), and the reason says
     which passage states each sentence and what it answers, so it is longer than the extract as the
-    length reward asks (Eq. 6). Without the answer in the passages the extract says so."""
-    self._check_style(style)
+    length reward asks (Eq. 6). Without the answer in the passages the extract says so.
+
+    style "reader": the downstream reader's target, the gold answer alone — Table 7's prompt ends
+    in "Answer:" and the paper's LoRA readers "predict the golden answer a" (note §12; trained with
+    template "reader", configs/lear.py:reader)."""
+    self._check_style(style, ("default", "reader"))
+    if style == "reader":
+      return base.gold_answer(self.name, example)
     if not base.has_answer_in_context(example):
       return (f"<reason>The question asks: {example.question} None of the passages states the "
               "answer.</reason><extract>None of the passages answers the question.</extract>")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ml_collections
 
 from grounding_jax import optim
+from grounding_jax.models import lora
 from grounding_jax.parallel import compile_cache
 
 
@@ -65,6 +66,10 @@ def default_config() -> ml_collections.ConfigDict:
       scan_layers=True,           # one layer body scanned over stacked weights: compiles ~L x less
                                   # layer code (same numbers); False = a list of layers. Orbax
                                   # checkpoints of the two layouts differ (HF folders do not)
+      # LoRA (models/lora.py): rank > 0 trains adapters on `targets` only; the optimizer and the
+      # checkpoints hold just the adapters, and the KL reference is the stage's initial adapters
+      # over the same frozen weights (no second copy of the model when kl_coef > 0).
+      lora=lora.config_section(),
   ))
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))  # -1 = all remaining devices
 

@@ -27,6 +27,7 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax.data import jsonl
 from grounding_jax.data.schema import DataError
+from grounding_jax.models import lora
 from grounding_jax.models import transformer
 from grounding_jax.rl import advantages
 from grounding_jax.rl import losses
@@ -210,6 +211,7 @@ def _check_model(ck: _Checker, need_path: bool) -> None:
   ck.boolean("model.remat")
   ck.choice("model.remat_policy", REMAT_POLICIES)
   ck.boolean("model.scan_layers")
+  _check_lora(ck)
   path = ck.value("model.path")
   if not need_path or path is _MISSING:
     return
@@ -219,6 +221,31 @@ def _check_model(ck: _Checker, need_path: bool) -> None:
   elif path != presets.SMOLLM2 and not os.path.isfile(os.path.join(path, "config.json")):
     ck.bad("model.path", path, f"no config.json there: must be an HF folder (config.json + "
            f"safetensors) or {presets.SMOLLM2!r}")
+
+
+def _check_lora(ck: _Checker) -> None:
+  """model.lora (models/lora.py): the adapters' rank, scale, dropout and target projections."""
+  if ck.get("model.lora") is _MISSING:  # configs written before LoRA: full fine-tuning
+    return
+  rank = ck.integer("model.lora.rank", lo=0, why="0 = full fine-tuning, no adapters")
+  ck.number("model.lora.alpha", lo=0, lo_open=True, why="the adapters' scale is alpha / rank")
+  ck.number("model.lora.dropout", lo=0, hi=1, hi_open=True)
+  ck.boolean("model.lora.save_base")
+  targets = ck.strings("model.lora.targets")
+  if targets is not None:
+    unknown = [t for t in targets if t not in lora.TARGETS]
+    if unknown or not targets or len(set(targets)) != len(targets):
+      ck.bad("model.lora.targets", targets, f"must name distinct projections of {lora.ALL_TARGETS}"
+             + (f"; unknown {unknown}" if unknown else "") + (
+                 " (PEFT's target_modules names)" if rank else ""))
+
+
+def check_lora(config: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming each bad model.lora value (for trainers without check_config: SFT)."""
+  ck = _Checker(config)
+  _check_lora(ck)
+  if ck.problems:
+    raise ConfigError(ck.problems)
 
 
 def _check_mesh(ck: _Checker) -> None:

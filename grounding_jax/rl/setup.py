@@ -20,6 +20,7 @@ from grounding_jax import optim
 from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax.data import splits
+from grounding_jax.models import lora
 from grounding_jax.rl import config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
@@ -86,15 +87,21 @@ def mesh_from_config(axes: ml_collections.ConfigDict):
 
 
 def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
-  """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path; raises
+  """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path, with the
+  adapters of config.model.lora added unless the model has some; raises
   health.NonFiniteWeightsError when a weight is NaN or inf (naming the tensor)."""
   source = "the model passed to the Trainer" if model is not None else c.model.path
+  loaded = model is None
   if model is None:
     model = models.load_pretrained(c.model.path, dtype=models.DTYPES[c.model.param_dtype],
                                    compute_dtype=models.DTYPES[c.model.compute_dtype],
-                                   remat=c.model.remat, remat_policy=c.model.remat_policy, mesh=mesh)
+                                   remat=c.model.remat, remat_policy=c.model.remat_policy,
+                                   scan_layers=c.model.scan_layers, mesh=mesh)
     tokenizer = tokenizer or models.load_tokenizer(c.model.path)
-  elif mesh is not None:
+  adding = c.model.lora.rank > 0 and not lora.has_adapters(model)
+  if adding:  # fresh adapters, B = 0: the base model's outputs
+    model = lora.add_from_config(model, c.model.lora, c.seed)
+  if mesh is not None and (adding or not loaded):  # load_pretrained placed the base weights
     model = parallel.shard_model(model, mesh)
   if tokenizer is None:
     raise ValueError("a tokenizer is needed: pass tokenizer= or set config.model.path")

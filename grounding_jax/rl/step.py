@@ -90,6 +90,10 @@ class Updater:
     perm_rng = np.random.default_rng([c.seed, step])
     unit = settings.group_size  # a shared prompt's group moves between mini-batches whole
     step_metrics = []
+    # LoRA adapter dropout (model.lora.dropout) draws fresh masks for every update of every step.
+    lora_c = c.model.lora
+    dropout = (jax.random.fold_in(jax.random.key(c.seed), step)
+               if lora_c.rank > 0 and lora_c.dropout > 0 else None)
     for _ in range(u.num_iterations):
       order = np.arange(n)
       if u.num_minibatches > 1:
@@ -99,7 +103,8 @@ class Updater:
         with hosts.context():
           params, opt_state, sm = self.train_step(
               params, rest, opt_state, hosts.device_batch(mini, mb),
-              packed_width=hosts.packed_widths(mini, mb, settings.group_size))
+              packed_width=hosts.packed_widths(mini, mb, settings.group_size),
+              dropout_key=None if dropout is None else jax.random.fold_in(dropout, len(step_metrics)))
         step_metrics.append(sm)
     step_metrics = jax.device_get(step_metrics)
     t_update = time.perf_counter() - t0

@@ -7,7 +7,9 @@ A step (DESIGN.md "One GRPO step, as data") is collection (rl/collect.py: rollou
 recipe, rewards, DAPO refill, advantages) then the update (rl/step.py: reference and old log-probs,
 μ × mini-batches × micro-batches). Set-up from the config is rl/setup.py; non-finite steps, finite
 checkpoints and the health monitors are rl/health.py. Each stage starts a fresh optimizer schedule
-and takes its initial policy as the KL reference (Lessons §5).
+and takes its initial policy as the KL reference (Lessons §5). Under LoRA (config.model.lora) the
+trained "params" are the adapters: the reference is a copy of the stage's initial adapters over the
+same frozen base weights — at the first stage B = 0, i.e. the base model with the adapters off.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
 from grounding_jax import parallel
 from grounding_jax import recipes
+from grounding_jax.models import lora
 from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import health as health_lib
@@ -112,6 +115,8 @@ class Trainer:
       stage_idx, stage_step = meta["stage"], meta["stage_step"]
       global_step, position = meta["step"], meta["data_position"]
       self.params = restored["params"]
+      if "base" in restored:  # model.lora.save_base: the frozen weights as checkpointed
+        self.rest = nnx.merge_state(self.rest, restored["base"])
       rng = jax.random.wrap_key_data(np.asarray(restored["rng"]))
       if self.validator is not None:
         self.validator.resume(meta)
@@ -173,11 +178,15 @@ class Trainer:
     return self.hosts.on_mesh(self._state(optimizer.init(self.params), rng, ref), abstract=True)
 
   def _state(self, opt_state, rng, ref_params) -> dict:
-    """The checkpointed training state (the reference only when the stage has a KL term)."""
+    """The checkpointed training state (the reference only when the stage has a KL term). Under
+    LoRA, params / opt_state / ref_params are the adapters'; the frozen base weights are added
+    only with model.lora.save_base (else resuming re-reads them from model.path)."""
     state = {"params": self.params, "opt_state": opt_state,
              "rng": np.asarray(jax.random.key_data(rng))}
     if ref_params is not None:
       state["ref_params"] = ref_params
+    if lora.has_adapters(self.model) and self.config.model.lora.save_base:
+      state["base"] = nnx.filter_state(self.rest, nnx.Param)
     return state
 
   def policy(self):

@@ -27,6 +27,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from grounding_jax.models import lora
 from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.rl import losses
 from grounding_jax.sampling.generate import bucket_length
@@ -132,8 +133,9 @@ def _guard_nonfinite(advantages_finite, loss, grads, new_params, new_opt_state, 
 
 def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformation,
                     settings: UpdateSettings) -> Callable:
-  """Builds `train_step(params, rest, opt_state, batch, packed_width=None) -> (params, opt_state,
-  metrics)`: one optimizer update from the micro-batches of one mini-batch.
+  """Builds `train_step(params, rest, opt_state, batch, packed_width=None, dropout_key=None) ->
+  (params, opt_state, metrics)`: one optimizer update from the micro-batches of one mini-batch.
+  dropout_key seeds LoRA adapter dropout (models/lora.py; None = none), folded per micro-batch.
 
   params / rest are the nnx.Param and other state of `nnx.split(model, nnx.Param, ...)`; params and
   opt_state are donated. `batch` is a dict of arrays [num_micro, micro_batch, ...], or a list of
@@ -153,12 +155,13 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   """
   cfg = settings.loss
 
-  def micro_loss(params, rest, mb, packed_width):
+  def micro_loss(params, rest, mb, packed_width, dropout_key):
     model = nnx.merge(graphdef, params, rest)
-    logp, entropy = logprobs_lib.completion_logprobs(
-        model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
-        temperature=settings.temperature, chunk_size=settings.chunk_size, with_entropy=True,
-        remat=settings.remat, group_size=settings.group_size, packed_width=packed_width)
+    with lora.dropout_key(dropout_key):  # LoRA dropout in this (training) pass only
+      logp, entropy = logprobs_lib.completion_logprobs(
+          model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
+          temperature=settings.temperature, chunk_size=settings.chunk_size, with_entropy=True,
+          remat=settings.remat, group_size=settings.group_size, packed_width=packed_width)
     if not cfg.entropy_coef:
       entropy = jax.lax.stop_gradient(entropy)  # metric only: no backward through it
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
@@ -171,8 +174,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
   @functools.partial(jax.jit, donate_argnums=2, static_argnames="packed_width")
-  def accumulate(params, rest, grad_sum, mb, packed_width=None):
-    (s, (d, m)), g = grad_fn(params, rest, mb, packed_width)
+  def accumulate(params, rest, grad_sum, mb, packed_width=None, dropout_key=None):
+    (s, (d, m)), g = grad_fn(params, rest, mb, packed_width, dropout_key)
     return jax.tree.map(jnp.add, grad_sum, g), (s, d, m, jnp.all(jnp.isfinite(mb["advantages"])))
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))  # the summed gradients have no output to reuse
@@ -189,13 +192,14 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
                                                 new_params, new_opt_state, params, opt_state)
     return params, opt_state, {**metrics, **guard}
 
-  def train_step(params, rest, opt_state, batch, packed_width=None):
+  def train_step(params, rest, opt_state, batch, packed_width=None, dropout_key=None):
     batch = micro_batches(batch)
     widths = packed_width if isinstance(packed_width, (list, tuple)) else [packed_width] * len(batch)
     grad_sum = jax.tree.map(jnp.zeros_like, params)
     stats = []
-    for mb, width in zip(batch, widths):
-      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width)
+    for i, (mb, width) in enumerate(zip(batch, widths)):
+      key = None if dropout_key is None else jax.random.fold_in(dropout_key, i)
+      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width, dropout_key=key)
       stats.append(st)
     return apply(params, opt_state, grad_sum, stats)
 
@@ -311,5 +315,7 @@ def packed_bucket(need: int, length: int, group_size: int) -> int:
 
 
 def split_model(model: nnx.Module) -> tuple[nnx.GraphDef, Any, Any]:
-  """(graphdef, params, rest): trainable nnx.Params and everything else."""
-  return nnx.split(model, nnx.Param, ...)
+  """(graphdef, params, rest): what the optimizer trains — the LoRA adapters when the model has
+  some (models/lora.py), else every nnx.Param — and everything else (under LoRA: the frozen base
+  weights, which get no gradient, optimizer state or reference copy)."""
+  return lora.split(model)

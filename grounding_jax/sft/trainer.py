@@ -27,6 +27,8 @@ from grounding_jax import metrics_writer
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
+from grounding_jax.models import lora
+from grounding_jax.rl import config_checks
 from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.sft import data as sft_data
 
@@ -43,6 +45,7 @@ def default_config() -> ml_collections.ConfigDict:
       remat=False,                # recompute layer activations in the backward pass
       remat_policy="full",        # "full" | "save_dots" (see rl/config.py)
       scan_layers=True,           # one layer body scanned over stacked weights (see rl/config.py)
+      lora=lora.config_section(),  # rank > 0: train LoRA adapters only (see rl/config.py)
   ))
   c.data = ml_collections.ConfigDict(dict(
       kind="jsonl",               # "jsonl": rows {prompt | messages, target} from `path` (sft/data.py);
@@ -108,18 +111,23 @@ def nll_sum(model, batch: dict, chunk_size: int) -> tuple[jax.Array, jax.Array]:
 
 
 def make_sft_step(graphdef, optimizer: optax.GradientTransformation, chunk_size: int):
-  """Jitted `step(params, rest, opt_state, batch [num_micro, micro, ...]) -> (params, opt_state, m)`."""
+  """Jitted `step(params, rest, opt_state, batch [num_micro, micro, ...], key) -> (params, opt_state,
+  m)`; `key` seeds LoRA dropout (lora.dropout_key; unused without adapter dropout)."""
 
-  def loss(params, rest, mb):
-    return nll_sum(nnx.merge(graphdef, params, rest), mb, chunk_size)
+  def loss(params, rest, mb, key):
+    with lora.dropout_key(key):
+      return nll_sum(nnx.merge(graphdef, params, rest), mb, chunk_size)
 
   grad_fn = jax.value_and_grad(loss, has_aux=True)
 
-  def step(params, rest, opt_state, batch):
-    def body(acc, mb):
-      (s, n), g = grad_fn(params, rest, mb)
+  def step(params, rest, opt_state, batch, key):
+    def body(acc, xs):
+      i, mb = xs
+      (s, n), g = grad_fn(params, rest, mb, jax.random.fold_in(key, i))
       return jax.tree.map(jnp.add, acc, g), (s, n)
-    grad_sum, (s, n) = jax.lax.scan(body, jax.tree.map(jnp.zeros_like, params), batch)
+    num_micro = len(jax.tree.leaves(batch)[0])
+    grad_sum, (s, n) = jax.lax.scan(body, jax.tree.map(jnp.zeros_like, params),
+                                    (jnp.arange(num_micro), batch))
     tokens = jnp.maximum(jnp.sum(n), 1.0)
     grads = jax.tree.map(lambda g: g / tokens, grad_sum)
     updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -141,6 +149,7 @@ class SFTTrainer:
   def __init__(self, config: ml_collections.ConfigDict, *, model=None, tokenizer=None,
                rows: Optional[Sequence[sft_data.SFTRow]] = None):
     self.config = config
+    config_checks.check_lora(config)  # before any model loads
     if config.batch_size % config.micro_batch_size:
       raise ValueError(f"batch_size={config.batch_size} is not a multiple of "
                        f"micro_batch_size={config.micro_batch_size}")
@@ -158,10 +167,13 @@ class SFTTrainer:
                                      remat=config.model.remat,
                                      remat_policy=config.model.remat_policy,
                                      scan_layers=config.model.scan_layers)
+    if config.model.lora.rank > 0 and not lora.has_adapters(model):
+      model = lora.add_from_config(model, config.model.lora, config.seed)
     self.model, self.tokenizer = model, tokenizer
     self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
                                max_completion_tokens=config.data.max_completion_tokens)
-    self.graphdef, self.params, self.rest = nnx.split(model, nnx.Param, ...)
+    # Under LoRA the trained params are the adapters; the base weights sit frozen in `rest`.
+    self.graphdef, self.params, self.rest = lora.split(model)
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
                                                  max_to_keep=config.checkpoint.max_to_keep)
 
@@ -180,8 +192,10 @@ class SFTTrainer:
     opt_state = optimizer.init(self.params)
     step = 0
     if c.checkpoint.resume and self.checkpointer.latest_step() is not None:
-      state, meta = self.checkpointer.restore({"params": self.params, "opt_state": opt_state})
+      state, meta = self.checkpointer.restore(self._state(opt_state))
       self.params, opt_state, step = state["params"], state["opt_state"], meta["step"]
+      if "base" in state:
+        self.rest = nnx.merge_state(self.rest, state["base"])
     sft_step = make_sft_step(self.graphdef, optimizer, c.logprob_chunk_size)
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total, initial_step=step,
                                           console=c.logging.console, console_keys=("loss",))
@@ -194,15 +208,24 @@ class SFTTrainer:
         batch = {key: jnp.asarray(v[idx].reshape(-1, c.micro_batch_size, *v.shape[1:]))
                  for key, v in self.data.items()}
         t0 = time.perf_counter()
-        self.params, opt_state, m = sft_step(self.params, self.rest, opt_state, batch)
+        self.params, opt_state, m = sft_step(self.params, self.rest, opt_state, batch,
+                                             jax.random.fold_in(jax.random.key(c.seed), step))
         m = {key: float(v) for key, v in jax.device_get(m).items()}
         m["time/step"] = time.perf_counter() - t0
         step += 1
         writer.write(step, m)
         history.append({"step": step, **m})
         if step % c.checkpoint.every_steps == 0 or step == total or len(history) == max_steps:
-          self.checkpointer.save(step, {"params": self.params, "opt_state": opt_state})
+          self.checkpointer.save(step, self._state(opt_state))
     finally:
       writer.close()
     self.model = nnx.merge(self.graphdef, self.params, self.rest)
     return history
+
+  def _state(self, opt_state) -> dict:
+    """The checkpointed state: params (the adapters under LoRA) and optimizer state, plus the
+    frozen base weights with model.lora.save_base."""
+    state = {"params": self.params, "opt_state": opt_state}
+    if lora.has_adapters(self.model) and self.config.model.lora.save_base:
+      state["base"] = nnx.filter_state(self.rest, nnx.Param)
+    return state

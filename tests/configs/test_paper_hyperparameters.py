@@ -61,6 +61,14 @@ def _config(recipe):
   return c
 
 
+def _lear_reader():
+  """configs/lear.py:reader — LEAR's downstream reader, an SFT config of its own."""
+  spec = importlib.util.spec_from_file_location("lear_reader_config", ROOT / "configs" / "lear.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config("reader")
+
+
 def _reward(c, stage=0):
   """The stage's first reward function as the trainer builds it (judges / NLI left unbuilt; a served
   judge's base_url, which the user gives, filled in)."""
@@ -175,7 +183,8 @@ ROWS = {
     },
     "lear": {  # note 003 §12
         "Policy init": NotAConfig("the model is config.model.path"),
-        "Tuning mode": NotAConfig("training is always full-parameter"),
+        "Tuning mode": Paper("full-parameter", lambda c: "LoRA" if c.model.lora.rank else
+                             "full-parameter"),
         # One epoch of NQ train (79,168 questions) at 64 questions a step.
         "Training data": Paper(79_168 // 64, lambda c: c.stages[0].num_steps),
         "Learning rate": Paper(1e-6, lambda c: c.optimizer.learning_rate),
@@ -202,7 +211,7 @@ ROWS = {
         "Answer-reward combination": Paper(("rationale", "evidence", "full"),
                                            lambda c: _reward(c).answer_passes),
         "Top-k passages": Paper(True, lambda c: "n_ctx=5" in c.module_doc),  # the data command
-        "Reader": Paper("LoRA rank 8", lambda c: None),
+        "Reader": Paper("LoRA rank 8", lambda c: f"LoRA rank {_lear_reader().model.lora.rank}"),
         "Pilot SFT": NotAConfig("the pilot study (§2.2), not LEAR's training"),
         "Training hardware": NotAConfig("hardware"),
         "Training framework": NotAConfig("not reported; this codebase"),
