@@ -64,7 +64,10 @@ def main(argv):
   logging.info("config:\n%s", config)
   logging.info("compilation cache: %s", compile_cache.enable(config.compile_cache_dir) or "off")
   try:
-    history = trainer.train(config)
+    run = trainer.Trainer(config)
+    if config.perf.startup_report:  # before step 1: does the model fit on this mesh?
+      print(run.startup_report(), flush=True)
+    history = run.train()
   except (health.NonFiniteRunError, health.NonFiniteWeightsError) as e:
     logging.error("%s", e)  # the message says what happened and what to do; no traceback
     sys.exit(1)

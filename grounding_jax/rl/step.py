@@ -15,6 +15,7 @@ old_logprobs="sampler": the first mini-batch's rows, before any update moves the
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 
@@ -25,6 +26,7 @@ import numpy as np
 from grounding_jax.rl import collect
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import losses
+from grounding_jax.rl import step_perf
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
@@ -47,12 +49,20 @@ class Updater:
     settings: the jitted update's static settings (update.settings_from_config(view)).
     train_step, logprob_fn: the stage's jitted programs (update.make_train_step / make_logprob_fn).
     hosts: the host ↔ mesh plumbing.
+    perf: records the programs each step runs (their FLOPs and memory, rl/step_perf.py); or None.
+    pending: compiles started ahead (update_programs.compile_update_programs), awaited before the
+      first update.
   """
 
   def __init__(self, view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings,
-               train_step, logprob_fn, hosts: host_batch.HostBatches):
+               train_step, logprob_fn, hosts: host_batch.HostBatches,
+               perf: step_perf.StepPerf | None = None, pending=()):
     self.c, self.settings, self.hosts = view, settings, hosts
     self.train_step, self.logprob_fn = train_step, logprob_fn
+    self.perf, self.pending = perf, list(pending)
+
+  def _on_call(self, phase: str):
+    return None if self.perf is None else (lambda fn, *a, **k: self.perf.record(phase, fn, *a, **k))
 
   def _host_batch(self, gb: collect.GroupBatch) -> dict:
     """The update's inputs as host arrays [N, ...], trimmed to the columns some row needs."""
@@ -75,13 +85,18 @@ class Updater:
     widths = hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
+    if self.pending:  # compiles started ahead of step 1 (in threads, while it sampled)
+      concurrent.futures.wait(self.pending)
+      self.pending = []
     recompute = not settings.on_policy and u.old_logprobs == "recompute"
     sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
     if ref_params is not None:
-      batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width)
+      batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width,
+                                         self._on_call("reference"))
     gap = None
     if recompute:
-      batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width)
+      batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width,
+                                         self._on_call("reference"))
       gap = self._gap(sampler_logp, batch["old_logp"], batch["loss_mask"])
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -96,10 +111,15 @@ class Updater:
         order = rollout_lib.group_rows(perm_rng.permutation(n // unit), unit)
       for m in range(u.num_minibatches):
         mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
+        mini_widths = hosts.packed_widths(mini, mb, settings.group_size)
         with hosts.context():
-          params, opt_state, sm = self.train_step(
-              params, rest, opt_state, hosts.device_batch(mini, mb),
-              packed_width=hosts.packed_widths(mini, mb, settings.group_size))
+          device_mini = hosts.device_batch(mini, mb)
+          if self.perf is not None:  # each micro-batch's gradient program, as train_step calls it
+            for i, micro in enumerate(update_lib.micro_batches(device_mini)):
+              self.perf.record("update", self.train_step.accumulate, params, rest, params, micro,
+                               packed_width=mini_widths[i] if mini_widths else None)
+          params, opt_state, sm = self.train_step(params, rest, opt_state, device_mini,
+                                                  packed_width=mini_widths)
         step_metrics.append(sm)
     step_metrics = jax.device_get(step_metrics)
     t_update = time.perf_counter() - t0

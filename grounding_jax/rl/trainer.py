@@ -12,6 +12,7 @@ and takes its initial policy as the KL reference (Lessons §5).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -25,6 +26,7 @@ from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
 from grounding_jax import parallel
 from grounding_jax import recipes
+from grounding_jax import sampling
 from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import health as health_lib
@@ -32,7 +34,9 @@ from grounding_jax.rl import host_batch
 from grounding_jax.rl import reward_pool
 from grounding_jax.rl import setup
 from grounding_jax.rl import step as step_lib
+from grounding_jax.rl import step_perf
 from grounding_jax.rl import update as update_lib
+from grounding_jax.rl import update_programs
 from grounding_jax.rl import validate
 
 
@@ -67,6 +71,7 @@ class Trainer:
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
                                                  max_to_keep=config.checkpoint.max_to_keep)
     self.history: list[dict] = []
+    self.perf = step_perf.StepPerf(self.model.config, self.mesh) if config.perf.metrics else None
     last = config.stages[-1]  # held-out validation (rl/validate.py) scores with the last stage's rewards
     self.validator = validate.build(config, self.tokenizer, self.mesh, lambda: setup.stage_rewards(
         reward_functions, last, setup.stage_config(config, last), self.tokenizer), prompt_fn)
@@ -90,8 +95,48 @@ class Trainer:
                                        position=position)
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
-    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts)
+    pending = self._compile_ahead(view, settings, train_step, data, prompt_fn) \
+        if view.update_loop.compile_ahead else ()
+    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf, pending)
     return view, collector, updater, optimizer, pool, stream
+
+  def _compile_ahead(self, view, settings, train_step, data, prompt_fn) -> list:
+    """Starts compiling every gradient program of the stage (update_programs) in threads."""
+    r, u = view.rollout, view.update_loop
+    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, r.max_prompt_tokens)
+    shapes = update_programs.update_shapes(lengths, max_new_tokens=r.max_new_tokens,
+                                           length_multiple=u.length_multiple,
+                                           group_size=settings.group_size)
+    rows = r.prompts_per_step // jax.process_count() * r.group_size // u.num_minibatches
+    return update_programs.compile_update_programs(
+        train_step, self.params, self.rest, self.hosts, shapes, settings=settings,
+        micro_batch_size=u.micro_batch_size, num_micro=max(rows // u.micro_batch_size, 1),
+        threads=max(1, min(4, (os.cpu_count() or 1) - 1)))
+
+  def startup_report(self) -> str:
+    """The first stage's widest update and log-prob programs' peak memory per device for this
+    mesh (compiled now; rl/step_perf.py), and the sampler's KV cache: does the model fit?"""
+    st = self.config.stages[0]
+    view = setup.stage_config(self.config, st)
+    r, u = view.rollout, view.update_loop
+    recipe = recipes.get_recipe(st.recipe)
+    optimizer, opt_key = setup.optimizer(view, st.num_steps)
+    settings = update_lib.settings_from_config(view)
+    train_step, logprob_fn = setup.programs(self.graphdef, optimizer, opt_key, settings)
+    prompt_fn = self._prompt_fn or setup.prompt_fn(recipe, self.tokenizer, r.enable_thinking)
+    data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)
+    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, r.max_prompt_tokens)
+    rows = r.prompts_per_step // jax.process_count() * r.group_size
+    costs = step_perf.widest_costs(
+        train_step, logprob_fn, self.params, self.rest, self.hosts, settings, lengths,
+        max_new_tokens=r.max_new_tokens, length_multiple=u.length_multiple,
+        micro_batch_size=u.micro_batch_size, rows_per_step=rows,
+        reference=bool(view.loss.kl_coef) or not settings.on_policy)
+    slots = sampling.bucket_length(r.max_new_tokens) + (
+        0 if r.group_size > 1 else sampling.bucket_length(max(lengths)))
+    return step_perf.startup_report(costs, self.model.config, rows=r.prompts_per_step * r.group_size,
+                                    kv_slots=slots, num_devices=self.mesh.size if self.mesh else 1,
+                                    kv_bytes=jnp.dtype(self.config.model.compute_dtype).itemsize)
 
   def train(self, max_steps: Optional[int] = None) -> list[dict]:
     """Runs (or resumes) all stages; returns this call's per-step metrics.
@@ -188,6 +233,8 @@ class Trainer:
             stream: data_stream.ExampleStream, opt_state, ref_params) -> tuple[dict, Any]:
     """One GRPO step: collect the groups, update the policy; returns (metrics, opt_state)."""
     t_start, compiled_before = time.perf_counter(), metrics_writer.compile_seconds()
+    if self.perf is not None:
+      self.perf.begin_step()
     # The sampler reads the trainer's split directly (no merge and re-split per step).
     policy = (self.graphdef, nnx.merge_state(self.params, self.rest))
     gb = collector.collect(key, stream, policy)
@@ -204,6 +251,10 @@ class Trainer:
         "throughput/completion_tokens_per_s": tokens / max(total_time, 1e-9),
         "throughput/update_tokens_per_s": float(loss_tokens) * self.config.update_loop.num_iterations
         / max(result.update_seconds, 1e-9)})
+    if self.perf is not None:  # after the step's clock: costing a new program shape takes a trace
+      metrics.update(self.perf.step_metrics(
+          {"sample": gb.sample_seconds, "reference": result.reference_seconds,
+           "update": result.update_seconds, "step": total_time}, float(tokens)))
     return metrics, result.opt_state
 
 

@@ -104,17 +104,25 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
                                                thread_name_prefix="update_programs")
   futures = []
   for shape in shapes:
-    host = {}
-    for k in keys:
-      columns = (() if k == "advantages" else
-                 (shape.prompt_width,) if k.startswith("prompt") else (shape.completion_width,))
-      host[k] = np.zeros((num_micro * micro_batch_size,) + columns, _DTYPES[k])
     with hosts.context():
-      mb = update_lib.micro_batches(hosts.device_batch(host, micro_batch_size))[0]
+      batch = zero_batch(hosts, shape, keys, micro_batch_size, num_micro)
+      mb = update_lib.micro_batches(batch)[0]
       lowered = accumulate.lower(params, rest, params, mb, packed_width=shape.packed_width)
     futures.append(pool.submit(_timed_compile, lowered))
   pool.shutdown(wait=False)
   return futures
+
+
+def zero_batch(hosts, shape: UpdateShape, keys: Iterable[str], micro_batch_size: int,
+               num_micro: int = 1) -> dict:
+  """A zero update batch of `shape` placed as the trainer places its batches (hosts.device_batch:
+  [num_micro, micro_batch_size x hosts, ...]), so programs lowered on it are the real call's."""
+  host = {}
+  for k in keys:
+    columns = (() if k == "advantages" else
+               (shape.prompt_width,) if k.startswith("prompt") else (shape.completion_width,))
+    host[k] = np.zeros((num_micro * micro_batch_size,) + columns, _DTYPES[k])
+  return hosts.device_batch(host, micro_batch_size)
 
 
 def _timed_compile(lowered) -> float:
