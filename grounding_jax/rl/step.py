@@ -64,6 +64,13 @@ class Updater:
   def _on_call(self, phase: str):
     return None if self.perf is None else (lambda fn, *a, **k: self.perf.record(phase, fn, *a, **k))
 
+  @staticmethod
+  def keeps_sampler_logp(view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings
+                         ) -> bool:
+    """Whether the update's batch carries the sampler's log-probs (the loss pass measures the
+    log-prob gap; with recomputed old log-probs the gap is measured on the host instead)."""
+    return settings.on_policy or view.update_loop.old_logprobs != "recompute"
+
   def _host_batch(self, gb: collect.GroupBatch) -> dict:
     """The update's inputs as host arrays [N, ...], trimmed to the columns some row needs."""
     c, ro = self.c, gb.rollout
@@ -88,7 +95,7 @@ class Updater:
     if self.pending:  # compiles started ahead of step 1 (in threads, while it sampled)
       concurrent.futures.wait(self.pending)
       self.pending = []
-    recompute = not settings.on_policy and u.old_logprobs == "recompute"
+    recompute = not self.keeps_sampler_logp(c, settings)
     sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
     if ref_params is not None:
       batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width,

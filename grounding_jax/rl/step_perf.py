@@ -17,14 +17,13 @@ Where each figure comes from:
   * peak memory: XLA's memory_analysis of each compiled reference / update program, per device.
   * MFU: FLOPs / seconds / (devices x peak FLOP/s per device, perf.peak_flops: the TPU/GPU table, or
     this host's matmul rate measured at start-up on CPU).
-Each distinct (program, argument shapes) is costed once per process: a trace and a lowering
-(~1 s on CPU for SmolLM2), its compile read back from jax's caches. That time is logged as
-perf/accounting_seconds and is outside time/step.
+Each distinct (program, argument shapes) is costed once per process, just before its first call
+and on its arguments: that compiles the program the call then finds in jax's cache, so costing
+adds a walk over the jaxpr and XLA's analyses, not a compile (tests/rl/test_step_perf.py).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Mapping, Sequence
 
 import jax
@@ -58,7 +57,7 @@ class StepPerf:
     self.num_devices = mesh.size if mesh is not None else 1
     self.peak = perf.peak_flops(mesh.devices.flat[0] if mesh is not None else None)
     self._costs: dict = {}  # (phase, program, signature) -> perf.ProgramCost
-    self._calls: list = []  # this step's (phase, key, fn, abstract args, kwargs)
+    self._calls: list = []  # this step's program calls (keys of _costs)
 
   def begin_step(self) -> None:
     """Forgets sampler calls made since the last step (e.g. validation's)."""
@@ -66,16 +65,14 @@ class StepPerf:
     self._calls = []
 
   def record(self, phase: str, fn: Callable, *args, **kwargs) -> None:
-    """Notes one call of jitted `fn(*args, **kwargs)` in `phase`; call it before `fn` (donated
-    arguments are read for their shapes only)."""
-    args = perf.abstract(args)
-    key = (phase, fn, _signature(args), tuple(sorted(kwargs.items())))
-    self._calls.append((phase, key, fn, args, kwargs))
-
-  def _cost(self, key, fn, args, kwargs) -> perf.ProgramCost:
+    """Notes one call of jitted `fn(*args, **kwargs)` in `phase`; call it just before `fn`. A
+    signature not seen before is costed now, on these very arguments, so the program compiled for
+    its cost is the one the call then finds in jax's cache (abstract arguments would lower a
+    program of their own, e.g. committed where the call's arrays are not)."""
+    key = (phase, fn, _signature(perf.abstract(args)), tuple(sorted(kwargs.items())))
     if key not in self._costs:
       self._costs[key] = perf.program_cost(fn, *args, **kwargs)
-    return self._costs[key]
+    self._calls.append(key)
 
   def step_metrics(self, times: Mapping[str, float], completion_tokens: float) -> dict:
     """perf/ metrics of the step just run.
@@ -87,15 +84,14 @@ class StepPerf:
       perf/{sample,reference,update,step}_tflop, perf/achieved_tflop_per_s, perf/mfu and
       perf/mfu_{sample,update} (None-free: omitted when the device's peak is unknown),
       perf/tokens_per_s_per_device, perf/peak_memory_gib (the largest reference / update program,
-      per device) with perf/{reference,update}_peak_memory_gib, perf/accounting_seconds.
+      per device) with perf/{reference,update}_peak_memory_gib.
     """
-    start = time.perf_counter()
     flops = dict.fromkeys(PHASES, 0.0)
     peak = dict.fromkeys(PHASES[1:], 0.0)
     for stats in sampling.drain_stats():
       flops["sample"] += sum(perf.sampler_flops(self.model_config, stats))
-    for phase, key, fn, args, kwargs in self._calls:
-      cost = self._cost(key, fn, args, kwargs)
+    for key in self._calls:
+      phase, cost = key[0], self._costs[key]
       flops[phase] += cost.flops
       peak[phase] = max(peak[phase], cost.peak_bytes_per_device / _GIB)
     self._calls = []
@@ -111,14 +107,14 @@ class StepPerf:
     out["perf/tokens_per_s_per_device"] = completion_tokens / max(times["step"], 1e-9) / self.num_devices
     out.update({f"perf/{p}_peak_memory_gib": peak[p] for p in PHASES[1:]})
     out["perf/peak_memory_gib"] = max(peak.values())
-    out["perf/accounting_seconds"] = time.perf_counter() - start
     return out
 
 
 def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBatches,
                  settings: update_lib.UpdateSettings, prompt_lengths: Sequence[int], *,
                  max_new_tokens: int, length_multiple: int, micro_batch_size: int,
-                 rows_per_step: int, reference: bool) -> dict[str, perf.ProgramCost]:
+                 rows_per_step: int, reference: bool, sampler_logp: bool = False
+                 ) -> dict[str, perf.ProgramCost]:
   """The costs of the stage's widest gradient program (and reference log-prob pass over a step's
   rows) as compiled for the trainer's mesh: what decides whether a step fits in memory.
 
@@ -126,12 +122,13 @@ def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBat
     prompt_lengths: the stage's prompt lengths in tokens (the widest prompt bucket is used).
     rows_per_step: this host's rows of one step (prompts x G); the log-prob pass maps over them.
     reference: whether a log-prob pass runs (a KL term, or recomputed old log-probs).
+    sampler_logp: the update batch carries the sampler's log-probs (update_programs.batch_keys).
   """
   shapes = update_programs.update_shapes(prompt_lengths, max_new_tokens=max_new_tokens,
                                          length_multiple=length_multiple,
                                          group_size=settings.group_size)
   widest = max(shapes, key=lambda s: (s.prompt_width, s.completion_width, s.packed_width or 0))
-  keys = update_programs.batch_keys(settings)
+  keys = update_programs.batch_keys(settings, sampler_logp)
   num_micro = max(rows_per_step // micro_batch_size, 1)
   costs = {}
   with hosts.context():

@@ -111,7 +111,8 @@ class Trainer:
     return update_programs.compile_update_programs(
         train_step, self.params, self.rest, self.hosts, shapes, settings=settings,
         micro_batch_size=u.micro_batch_size, num_micro=max(rows // u.micro_batch_size, 1),
-        threads=max(1, min(4, (os.cpu_count() or 1) - 1)))
+        threads=max(1, min(4, (os.cpu_count() or 1) - 1)),
+        sampler_logp=step_lib.Updater.keeps_sampler_logp(view, settings))
 
   def startup_report(self) -> str:
     """The first stage's widest update and log-prob programs' peak memory per device for this
@@ -131,7 +132,8 @@ class Trainer:
         train_step, logprob_fn, self.params, self.rest, self.hosts, settings, lengths,
         max_new_tokens=r.max_new_tokens, length_multiple=u.length_multiple,
         micro_batch_size=u.micro_batch_size, rows_per_step=rows,
-        reference=bool(view.loss.kl_coef) or not settings.on_policy)
+        reference=bool(view.loss.kl_coef) or not settings.on_policy,
+        sampler_logp=step_lib.Updater.keeps_sampler_logp(view, settings))
     slots = sampling.bucket_length(r.max_new_tokens) + (
         0 if r.group_size > 1 else sampling.bucket_length(max(lengths)))
     return step_perf.startup_report(costs, self.model.config, rows=r.prompts_per_step * r.group_size,
@@ -251,7 +253,7 @@ class Trainer:
         "throughput/completion_tokens_per_s": tokens / max(total_time, 1e-9),
         "throughput/update_tokens_per_s": float(loss_tokens) * self.config.update_loop.num_iterations
         / max(result.update_seconds, 1e-9)})
-    if self.perf is not None:  # after the step's clock: costing a new program shape takes a trace
+    if self.perf is not None:
       metrics.update(self.perf.step_metrics(
           {"sample": gb.sample_seconds, "reference": result.reference_seconds,
            "update": result.update_seconds, "step": total_time}, float(tokens)))

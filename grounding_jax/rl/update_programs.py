@@ -29,7 +29,7 @@ from grounding_jax.rl import update as update_lib
 # advantages and log-probs float32): a program is compiled for exactly these.
 _DTYPES = {"prompt_ids": np.int32, "prompt_mask": bool, "completion_ids": np.int32,
            "loss_mask": bool, "advantages": np.float32, "old_logp": np.float32,
-           "ref_logp": np.float32}
+           "ref_logp": np.float32, "sampler_logp": np.float32}
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -69,17 +69,21 @@ def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_
   return shapes
 
 
-def batch_keys(settings: update_lib.UpdateSettings) -> tuple[str, ...]:
+def batch_keys(settings: update_lib.UpdateSettings, sampler_logp: bool = False) -> tuple[str, ...]:
   """The keys of the trainer's update batch under `settings`: old log-probs unless on-policy,
-  reference log-probs when the KL term is on."""
+  reference log-probs when the KL term is on, and the sampler's log-probs when the update's loss
+  pass measures the log-prob gap (`sampler_logp`: rl/step.py keeps them unless the old log-probs
+  are recomputed; a program lowered without them is not the trainer's)."""
   keys = ("prompt_ids", "prompt_mask", "completion_ids", "loss_mask", "advantages")
   keys += () if settings.on_policy else ("old_logp",)
-  return keys + (("ref_logp",) if settings.loss.kl_coef else ())
+  keys += ("ref_logp",) if settings.loss.kl_coef else ()
+  return keys + (("sampler_logp",) if sampler_logp else ())
 
 
 def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: Iterable[UpdateShape],
                             *, settings: update_lib.UpdateSettings, micro_batch_size: int,
-                            num_micro: int = 1, threads: int = 1) -> list[concurrent.futures.Future]:
+                            num_micro: int = 1, threads: int = 1,
+                            sampler_logp: bool = False) -> list[concurrent.futures.Future]:
   """Starts compiling train_step's gradient program for each shape; returns one future per shape
   (its result: the seconds that compile took).
 
@@ -97,9 +101,10 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
     num_micro: micro-batches per mini-batch (rows of a mini-batch / micro_batch_size): the eager
       programs that split a mini-batch into micro-batches are compiled for it too.
     threads: concurrent compiles.
+    sampler_logp: the batch carries the sampler's log-probs (batch_keys).
   """
   accumulate = train_step.accumulate
-  keys = batch_keys(settings)
+  keys = batch_keys(settings, sampler_logp)
   pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads,
                                                thread_name_prefix="update_programs")
   futures = []

@@ -1,12 +1,28 @@
 """perf/ metrics of a tiny GRPO run: present, positive, and equal to an independent count; the
 start-up memory report names the programs; compiling ahead leaves the update nothing to compile."""
 
+import collections
+
+import jax
 import numpy as np
 import pytest
 
 import toy_task
 from grounding_jax import perf
 from grounding_jax.rl import step_perf
+from grounding_jax.rl import update_programs
+
+
+def _compiles_of(fun: str, run):
+  """(run()'s result, how many programs named `fun` jax compiled or read from disk meanwhile)."""
+  counts = collections.Counter()
+  listener = lambda event, duration, fun_name="", **kw: counts.update(
+      [fun_name] if event == "/jax/core/compile/backend_compile_duration" else [])
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    return run(), counts[f"jit({fun})"]
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def _flops_of_forward(config, rows: int, tokens: int) -> float:
@@ -21,8 +37,11 @@ def test_perf_metrics_present_and_positive(tiny_checkpoint, tmp_path):
   c = toy_task.toy_config(tmp_path, steps=2)
   c.loss.kl_coef = 0.05  # a reference pass too
   c.checkpoint.every_steps = 1000
+  c.loss.logprob_chunk_size = 44  # programs no other test compiled in this process
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
-  history = tr.train()
+  history, compiles = _compiles_of("accumulate", tr.train)
+  # Costing a program reads its compile back from jax's cache: one compile per update shape.
+  assert compiles == len({k for k in tr.perf._costs if k[0] == "update"}) > 0
   for h in history:
     for phase in ("sample", "reference", "update", "step"):
       assert h[f"perf/{phase}_tflop"] > 0, (phase, h)
@@ -67,8 +86,12 @@ def test_sampler_flops_match_a_direct_count():
 def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_checkpoint, tmp_path):
   c = toy_task.toy_config(tmp_path, steps=1)
   c.update_loop.compile_ahead = True
-  c.loss.logprob_chunk_size = 40  # a program set no other test compiled
+  c.loss.logprob_chunk_size = 40  # programs no other test compiled in this process
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
-  history = tr.train()
+  history, compiles = _compiles_of("accumulate", tr.train)
+  lengths = step_perf.prompt_lengths(toy_task.make_examples(64), toy_task.prompt_fn, tr.tokenizer, 0)
+  listed = update_programs.update_shapes(lengths, max_new_tokens=c.rollout.max_new_tokens,
+                                         length_multiple=c.update_loop.length_multiple,
+                                         group_size=c.rollout.group_size)
+  assert compiles == len(listed)  # every listed shape once, ahead; step 1's update added none
   assert np.isfinite(history[0]["loss"])
-  assert history[0]["perf/update_tflop"] > 0
