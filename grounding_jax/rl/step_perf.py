@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 
 from grounding_jax import perf
 from grounding_jax import sampling
@@ -140,6 +141,25 @@ def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBat
       costs["reference / old log-probs (one step's rows)"] = perf.program_cost(
           logprob_fn, params, rest, batch, packed_width=widest.packed_width)
   return costs
+
+
+def stage_report(view, settings: update_lib.UpdateSettings, train_step, logprob_fn, params, rest,
+                 hosts: host_batch.HostBatches, model_config, prompt_lengths: Sequence[int],
+                 sampler_logp: bool) -> str:
+  """startup_report of a trainer stage (view: its rl config view) on the trainer's mesh."""
+  r, u = view.rollout, view.update_loop
+  rows = r.prompts_per_step // jax.process_count() * r.group_size
+  costs = widest_costs(train_step, logprob_fn, params, rest, hosts, settings, prompt_lengths,
+                       max_new_tokens=r.max_new_tokens, length_multiple=u.length_multiple,
+                       micro_batch_size=u.micro_batch_size, rows_per_step=rows,
+                       reference=bool(view.loss.kl_coef) or not settings.on_policy,
+                       sampler_logp=sampler_logp)
+  slots = sampling.bucket_length(r.max_new_tokens) + (
+      0 if r.group_size > 1 else sampling.bucket_length(max(prompt_lengths)))
+  mesh = hosts.mesh
+  return startup_report(costs, model_config, rows=r.prompts_per_step * r.group_size, kv_slots=slots,
+                        num_devices=mesh.size if mesh is not None else 1,
+                        kv_bytes=jnp.dtype(view.model.compute_dtype).itemsize)
 
 
 def startup_report(costs: Mapping[str, perf.ProgramCost], model_config, *, rows: int,

@@ -12,7 +12,6 @@ and takes its initial policy as the KL reference (Lessons §5).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -26,7 +25,6 @@ from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
 from grounding_jax import parallel
 from grounding_jax import recipes
-from grounding_jax import sampling
 from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import health as health_lib
@@ -102,43 +100,26 @@ class Trainer:
 
   def _compile_ahead(self, view, settings, train_step, data, prompt_fn) -> list:
     """Starts compiling every gradient program of the stage (update_programs) in threads."""
-    r, u = view.rollout, view.update_loop
-    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, r.max_prompt_tokens)
-    shapes = update_programs.update_shapes(lengths, max_new_tokens=r.max_new_tokens,
-                                           length_multiple=u.length_multiple,
-                                           group_size=settings.group_size)
-    rows = r.prompts_per_step // jax.process_count() * r.group_size // u.num_minibatches
-    return update_programs.compile_update_programs(
-        train_step, self.params, self.rest, self.hosts, shapes, settings=settings,
-        micro_batch_size=u.micro_batch_size, num_micro=max(rows // u.micro_batch_size, 1),
-        threads=max(1, min(4, (os.cpu_count() or 1) - 1)),
-        sampler_logp=step_lib.Updater.keeps_sampler_logp(view, settings))
+    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, view.rollout.max_prompt_tokens)
+    return update_programs.compile_stage(view, settings, train_step, self.params, self.rest,
+                                         self.hosts, lengths,
+                                         step_lib.Updater.keeps_sampler_logp(view, settings))
 
   def startup_report(self) -> str:
     """The first stage's widest update and log-prob programs' peak memory per device for this
     mesh (compiled now; rl/step_perf.py), and the sampler's KV cache: does the model fit?"""
     st = self.config.stages[0]
     view = setup.stage_config(self.config, st)
-    r, u = view.rollout, view.update_loop
-    recipe = recipes.get_recipe(st.recipe)
     optimizer, opt_key = setup.optimizer(view, st.num_steps)
     settings = update_lib.settings_from_config(view)
-    train_step, logprob_fn = setup.programs(self.graphdef, optimizer, opt_key, settings)
-    prompt_fn = self._prompt_fn or setup.prompt_fn(recipe, self.tokenizer, r.enable_thinking)
+    programs = setup.programs(self.graphdef, optimizer, opt_key, settings)
+    prompt_fn = self._prompt_fn or setup.prompt_fn(recipes.get_recipe(st.recipe), self.tokenizer,
+                                                    view.rollout.enable_thinking)
     data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)
-    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, r.max_prompt_tokens)
-    rows = r.prompts_per_step // jax.process_count() * r.group_size
-    costs = step_perf.widest_costs(
-        train_step, logprob_fn, self.params, self.rest, self.hosts, settings, lengths,
-        max_new_tokens=r.max_new_tokens, length_multiple=u.length_multiple,
-        micro_batch_size=u.micro_batch_size, rows_per_step=rows,
-        reference=bool(view.loss.kl_coef) or not settings.on_policy,
-        sampler_logp=step_lib.Updater.keeps_sampler_logp(view, settings))
-    slots = sampling.bucket_length(r.max_new_tokens) + (
-        0 if r.group_size > 1 else sampling.bucket_length(max(lengths)))
-    return step_perf.startup_report(costs, self.model.config, rows=r.prompts_per_step * r.group_size,
-                                    kv_slots=slots, num_devices=self.mesh.size if self.mesh else 1,
-                                    kv_bytes=jnp.dtype(self.config.model.compute_dtype).itemsize)
+    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, view.rollout.max_prompt_tokens)
+    return step_perf.stage_report(view, settings, *programs, self.params, self.rest, self.hosts,
+                                  self.model.config, lengths,
+                                  step_lib.Updater.keeps_sampler_logp(view, settings))
 
   def train(self, max_steps: Optional[int] = None) -> list[dict]:
     """Runs (or resumes) all stages; returns this call's per-step metrics.
