@@ -4,6 +4,7 @@ r"""One GRPO step (sample → reward → update) with SmolLM2-135M on CPU: groun
   python launch/bench_grpo_step.py --trl=false     # ours only
   python launch/bench_grpo_step.py --passages=20   # longer grounded prompts (~760 tokens)
   python launch/bench_grpo_step.py --dtype=bfloat16   # bf16 compute on both sides
+  python launch/bench_grpo_step.py --trl=false --compile_ahead   # step 1 with every program ahead
   pip install -e ".[bench]"                        # TRL and what it needs, for the peer
 
 The grounded workload: the synthetic world's questions with --passages retrieved passages each, in
@@ -43,6 +44,8 @@ _TRL = flags.DEFINE_bool("trl", True, "Also time TRL's GRPOTrainer (torch, CPU).
 _PROMPTS = flags.DEFINE_integer("prompts", 8, "Prompts per step.")
 _RECIPE = flags.DEFINE_string("recipe", "grace", "Whose prompt and reward (a recipe needing no judge).")
 _PASSAGES = flags.DEFINE_integer("passages", 5, "Retrieved passages per question (~24 tokens each).")
+_COMPILE_AHEAD = flags.DEFINE_bool("compile_ahead", False, "Ours: update_loop.compile_ahead (every "
+                                   "gradient program of the run compiled in threads during step 1).")
 _RESUME = flags.DEFINE_bool("resume", True, "Time a resumed run (a new process, the filled cache).")
 _RESUME_WORKDIR = flags.DEFINE_string("resume_workdir", None, "Internal: resume this run for one step "
                                       "and print its time to the first update.")
@@ -85,6 +88,7 @@ def _config(model_dir, workdir: str, num_steps: int):
   c.rollout.max_new_tokens = _NEW_TOKENS.value
   c.reward.num_workers = 0
   c.update_loop.micro_batch_size = _MICRO.value
+  c.update_loop.compile_ahead = _COMPILE_AHEAD.value
   c.optimizer.learning_rate = 1e-6
   c.loss.logprob_chunk_size = 8192
   c.stages = [config_lib.stage("bench", num_steps=num_steps, recipe=_RECIPE.value)]
@@ -201,7 +205,7 @@ def main(argv):
   cache = compile_cache.enable(tempfile.mkdtemp(prefix="bench_grpo_xla_"))  # empty: step 1 compiles
   print(f"dtype={_DTYPE.value} micro_batch_size={_MICRO.value} remat={_REMAT.value} "
         f"steps={_STEPS.value} (ours: remat_policy={_REMAT_POLICY.value}, "
-        f"scan_layers={_SCAN.value})")
+        f"scan_layers={_SCAN.value}, compile_ahead={_COMPILE_AHEAD.value})")
   setup = _setup()
   lengths = [len(setup[1](t, add_special_tokens=False)["input_ids"]) for t in setup[3][:_PROMPTS.value]]
   print(f"workload: {_RECIPE.value} prompts with {_PASSAGES.value} passages, {min(lengths)}-"
