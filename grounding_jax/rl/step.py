@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import time
 
 import jax
@@ -28,6 +29,7 @@ from grounding_jax.rl import host_batch
 from grounding_jax.rl import losses
 from grounding_jax.rl import step_perf
 from grounding_jax.rl import update as update_lib
+from grounding_jax.rl import update_programs
 from grounding_jax.sampling import rollout as rollout_lib
 
 
@@ -60,6 +62,7 @@ class Updater:
     self.c, self.settings, self.hosts = view, settings, hosts
     self.train_step, self.logprob_fn = train_step, logprob_fn
     self.perf, self.pending = perf, list(pending)
+    self._seen: set[update_programs.UpdateShape] = set()  # gradient programs built or under way
 
   def _on_call(self, phase: str):
     return None if self.perf is None else (lambda fn, *a, **k: self.perf.record(phase, fn, *a, **k))
@@ -119,6 +122,7 @@ class Updater:
       for m in range(u.num_minibatches):
         mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
         mini_widths = hosts.packed_widths(mini, mb, settings.group_size)
+        self._compile_new_widths(params, rest, mini, mini_widths)
         with hosts.context():
           device_mini = hosts.device_batch(mini, mb)
           if self.perf is not None:  # each micro-batch's gradient program, as train_step calls it
@@ -138,6 +142,22 @@ class Updater:
          for sm in step_metrics], xp=np).items()}
     metrics.update(gap)
     return StepResult(params, opt_state, metrics, t_ref, t_update)
+
+  def _compile_new_widths(self, params, rest, mini: dict, widths) -> None:
+    """Compiles the gradient programs a mini-batch needs and no step has built, concurrently
+    (one XLA compile keeps ~one core busy; train_step would build them one after another), when
+    there are two or more. Step 1 of the 2-core GRPO bench needs up to four."""
+    shapes = {update_programs.UpdateShape(mini["prompt_ids"].shape[1], mini["completion_ids"].shape[1],
+                                          w) for w in (widths or [None])} - self._seen
+    self._seen |= shapes
+    if len(shapes) < 2:
+      return
+    mb = self.c.update_loop.micro_batch_size
+    concurrent.futures.wait(update_programs.compile_update_programs(
+        self.train_step, params, rest, self.hosts, sorted(shapes, key=lambda s: s.packed_width or 0),
+        settings=self.settings, micro_batch_size=mb, num_micro=len(mini["advantages"]) // mb,
+        threads=min(len(shapes), os.cpu_count() or 1),
+        sampler_logp=self.keeps_sampler_logp(self.c, self.settings)))
 
   def _gap(self, sampler_logp, logp, mask) -> dict:
     """losses.logprob_gap over every host's rows, from this host's host arrays."""
