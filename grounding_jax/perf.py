@@ -91,6 +91,42 @@ def program_cost(fn: Callable, *args, **kwargs) -> ProgramCost:
       code_bytes=get("generated_code_size_in_bytes"))
 
 
+def abstract(tree):
+  """`tree` with each jax array replaced by a ShapeDtypeStruct of its shape, dtype, sharding and
+  weak type: a program's signature, kept after the arrays are donated or freed (program_cost
+  accepts it)."""
+  def one(x):
+    if isinstance(x, jax.Array):
+      return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding, weak_type=x.weak_type)
+    return x
+  return jax.tree.map(one, tree)
+
+
+def sampler_flops(config, stats: Mapping[str, Any]) -> tuple[float, float]:
+  """Matmul FLOPs (prefill, decode) of one sampler call (grounding_jax.sampling.last_stats()),
+  padding included (it is computed), counted from the model's shapes: the decode loop is a
+  while_loop whose trip count is data-dependent, so its compiled cost would count one step.
+
+  Per token: the layers' projections (q, k, v, o; gate, up, down) and the LM head; per attended
+  slot: q·k and p·v. Prefill runs prompt_rows x prompt_bucket tokens over a causal square (the
+  head on the last position only); decode runs decode_steps x rows tokens, each attending to the
+  prompt bucket plus the generation bucket (the cache's full width).
+
+  Args:
+    config: a grounding_jax.models.config.ModelConfig (hidden_size, num_heads, ...).
+    stats: prompt_rows, rows, prompt_bucket, new_tokens_bucket, decode_steps.
+  """
+  d, h, kv, dh, f = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
+                     config.intermediate_size)
+  per_token = 2 * config.num_layers * (d * (h + 2 * kv) * dh + h * dh * d + 3 * d * f)
+  head = 2 * d * config.vocab_size
+  per_slot = 2 * 2 * config.num_layers * h * dh
+  lp, ln = stats["prompt_bucket"], stats["new_tokens_bucket"]
+  prefill = stats["prompt_rows"] * (lp * per_token + head + lp * lp * per_slot)
+  decode = stats["decode_steps"] * stats["rows"] * (per_token + head + (lp + ln) * per_slot)
+  return float(prefill), float(decode)
+
+
 def jaxpr_flops(jaxpr) -> float:
   """Matmul FLOPs (2 per multiply-add of every dot_general) of a (closed) jaxpr: nested calls
   counted once, scan bodies times their length, the larger branch of a cond, while-loop bodies

@@ -73,7 +73,10 @@ def main(argv):
     model_ref.write_run_config(config.workdir, config)
     logging.info("config:\n%s", config)
     logging.info("compilation cache: %s", compile_cache.enable(config.compile_cache_dir) or "off")
-    history = trainer.train(config)
+    run = trainer.Trainer(config)
+    if config.perf.startup_report:  # before step 1: does the model fit on this mesh?
+      print(run.startup_report(), flush=True)
+    history = run.train()
   except user_errors as e:
     logging.error("%s", e)
     sys.exit(1)

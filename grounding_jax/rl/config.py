@@ -150,7 +150,18 @@ def default_config() -> ml_collections.ConfigDict:
       # only what the longest group needs (rounded up to update.packed_bucket). Applies when
       # micro_batch_size is a multiple of group_size (micro-batches then hold whole groups).
       share_prompts=True,
+      # Compile every gradient program the stage can run (update_programs.update_shapes: its prompt
+      # buckets x completion x packed buckets) in threads while step 1 samples. Pays off where
+      # compiling is cheap against a step and cores are idle while sampling (accelerators); on a
+      # 2-core CPU it compiles ~3x the programs a short run uses, so off by default.
+      compile_ahead=False,
   ))
+
+  # Per-step perf/ metrics (rl/step_perf.py): TFLOP of sample / reference / update, achieved
+  # FLOP/s, MFU against the device's peak, tokens/s per device, peak memory per device of the
+  # compiled update programs. startup_report: launch/train.py prints the widest programs' memory
+  # per device for the configured mesh before step 1 (compiles the widest gradient program).
+  c.perf = ml_collections.ConfigDict(dict(metrics=True, startup_report=True))
 
   # schedule_unit="step": warmup_steps, warmup_ratio and the decay count GRPO steps, each of μ ×
   # num_minibatches updates at one learning rate (VeRL / TRL); "update" counts optimizer updates.

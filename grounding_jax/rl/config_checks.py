@@ -189,6 +189,9 @@ def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
     ck.integer("checkpoint.max_to_keep", lo=1, why="or None to keep every checkpoint")
   ck.boolean("checkpoint.resume")
   ck.boolean("logging.console")
+  ck.boolean("update_loop.compile_ahead")
+  ck.boolean("perf.metrics")
+  ck.boolean("perf.startup_report")
   cache = ck.value("compile_cache_dir")
   if cache is not _MISSING and not isinstance(cache, str):
     ck.bad("compile_cache_dir", cache, "must be a folder path, or '' for no persistent cache")

@@ -97,8 +97,12 @@ class HostBatches:
     return out
 
   def logprobs(self, logprob_fn, params, rest, batch: dict, micro: int,
-               packed_width: int | None = None) -> np.ndarray:
-    """This host's rows of `logprob_fn` over `batch` (reference / old log-probs), [n, L]."""
+               packed_width: int | None = None, on_call=None) -> np.ndarray:
+    """This host's rows of `logprob_fn` over `batch` (reference / old log-probs), [n, L].
+    on_call(logprob_fn, *args, **kwargs), when given, sees the call's arguments first (perf)."""
     with self.context():
-      lp = logprob_fn(params, rest, self.device_batch(batch, micro), packed_width=packed_width)
+      args = (params, rest, self.device_batch(batch, micro))
+      if on_call is not None:
+        on_call(logprob_fn, *args, packed_width=packed_width)
+      lp = logprob_fn(*args, packed_width=packed_width)
     return parallel.global_to_host_local(lp, batch_axis=1).reshape(-1, lp.shape[-1])

@@ -15,7 +15,9 @@ old_logprobs="sampler": the first mini-batch's rows, before any update moves the
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import time
 
 import jax
@@ -25,7 +27,9 @@ import numpy as np
 from grounding_jax.rl import collect
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import losses
+from grounding_jax.rl import step_perf
 from grounding_jax.rl import update as update_lib
+from grounding_jax.rl import update_programs
 from grounding_jax.sampling import rollout as rollout_lib
 
 
@@ -47,12 +51,28 @@ class Updater:
     settings: the jitted update's static settings (update.settings_from_config(view)).
     train_step, logprob_fn: the stage's jitted programs (update.make_train_step / make_logprob_fn).
     hosts: the host ↔ mesh plumbing.
+    perf: records the programs each step runs (their FLOPs and memory, rl/step_perf.py); or None.
+    pending: compiles started ahead (update_programs.compile_update_programs), awaited before the
+      first update.
   """
 
   def __init__(self, view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings,
-               train_step, logprob_fn, hosts: host_batch.HostBatches):
+               train_step, logprob_fn, hosts: host_batch.HostBatches,
+               perf: step_perf.StepPerf | None = None, pending=()):
     self.c, self.settings, self.hosts = view, settings, hosts
     self.train_step, self.logprob_fn = train_step, logprob_fn
+    self.perf, self.pending = perf, list(pending)
+    self._seen: set[update_programs.UpdateShape] = set()  # gradient programs built or under way
+
+  def _on_call(self, phase: str):
+    return None if self.perf is None else (lambda fn, *a, **k: self.perf.record(phase, fn, *a, **k))
+
+  @staticmethod
+  def keeps_sampler_logp(view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings
+                         ) -> bool:
+    """Whether the update's batch carries the sampler's log-probs (the loss pass measures the
+    log-prob gap; with recomputed old log-probs the gap is measured on the host instead)."""
+    return settings.on_policy or view.update_loop.old_logprobs != "recompute"
 
   def _host_batch(self, gb: collect.GroupBatch) -> dict:
     """The update's inputs as host arrays [N, ...], trimmed to the columns some row needs."""
@@ -75,13 +95,18 @@ class Updater:
     widths = hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
-    recompute = not settings.on_policy and u.old_logprobs == "recompute"
+    if self.pending:  # compiles started ahead of step 1 (in threads, while it sampled)
+      concurrent.futures.wait(self.pending)
+      self.pending = []
+    recompute = not self.keeps_sampler_logp(c, settings)
     sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
     if ref_params is not None:
-      batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width)
+      batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width,
+                                         self._on_call("reference"))
     gap = None
     if recompute:
-      batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width)
+      batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width,
+                                         self._on_call("reference"))
       gap = self._gap(sampler_logp, batch["old_logp"], batch["loss_mask"])
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -100,10 +125,16 @@ class Updater:
         order = rollout_lib.group_rows(perm_rng.permutation(n // unit), unit)
       for m in range(u.num_minibatches):
         mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
+        mini_widths = hosts.packed_widths(mini, mb, settings.group_size)
+        self._compile_new_widths(params, rest, mini, mini_widths)
         with hosts.context():
+          device_mini = hosts.device_batch(mini, mb)
+          if self.perf is not None:  # each micro-batch's gradient program, as train_step calls it
+            for i, micro in enumerate(update_lib.micro_batches(device_mini)):
+              self.perf.record("update", self.train_step.accumulate, params, rest, params, micro,
+                               packed_width=mini_widths[i] if mini_widths else None)
           params, opt_state, sm = self.train_step(
-              params, rest, opt_state, hosts.device_batch(mini, mb),
-              packed_width=hosts.packed_widths(mini, mb, settings.group_size),
+              params, rest, opt_state, device_mini, packed_width=mini_widths,
               dropout_key=None if dropout is None else jax.random.fold_in(dropout, len(step_metrics)))
         step_metrics.append(sm)
     step_metrics = jax.device_get(step_metrics)
@@ -116,6 +147,22 @@ class Updater:
          for sm in step_metrics], xp=np).items()}
     metrics.update(gap)
     return StepResult(params, opt_state, metrics, t_ref, t_update)
+
+  def _compile_new_widths(self, params, rest, mini: dict, widths) -> None:
+    """Compiles the gradient programs a mini-batch needs and no step has built, concurrently
+    (one XLA compile keeps ~one core busy; train_step would build them one after another), when
+    there are two or more. Step 1 of the 2-core GRPO bench needs up to four."""
+    shapes = {update_programs.UpdateShape(mini["prompt_ids"].shape[1], mini["completion_ids"].shape[1],
+                                          w) for w in (widths or [None])} - self._seen
+    self._seen |= shapes
+    if len(shapes) < 2:
+      return
+    mb = self.c.update_loop.micro_batch_size
+    concurrent.futures.wait(update_programs.compile_update_programs(
+        self.train_step, params, rest, self.hosts, sorted(shapes, key=lambda s: s.packed_width or 0),
+        settings=self.settings, micro_batch_size=mb, num_micro=len(mini["advantages"]) // mb,
+        threads=min(len(shapes), os.cpu_count() or 1),
+        sampler_logp=self.keeps_sampler_logp(self.c, self.settings)))
 
   def _gap(self, sampler_logp, logp, mask) -> dict:
     """losses.logprob_gap over every host's rows, from this host's host arrays."""

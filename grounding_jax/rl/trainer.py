@@ -35,7 +35,9 @@ from grounding_jax.rl import host_batch
 from grounding_jax.rl import reward_pool
 from grounding_jax.rl import setup
 from grounding_jax.rl import step as step_lib
+from grounding_jax.rl import step_perf
 from grounding_jax.rl import update as update_lib
+from grounding_jax.rl import update_programs
 from grounding_jax.rl import validate
 
 
@@ -70,6 +72,7 @@ class Trainer:
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
                                                  max_to_keep=config.checkpoint.max_to_keep)
     self.history: list[dict] = []
+    self.perf = step_perf.StepPerf(self.model.config, self.mesh) if config.perf.metrics else None
     last = config.stages[-1]  # held-out validation (rl/validate.py) scores with the last stage's rewards
     self.validator = validate.build(config, self.tokenizer, self.mesh, lambda: setup.stage_rewards(
         reward_functions, last, setup.stage_config(config, last), self.tokenizer), prompt_fn)
@@ -93,8 +96,33 @@ class Trainer:
                                        position=position)
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
-    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts)
+    pending = self._compile_ahead(view, settings, train_step, data, prompt_fn) \
+        if view.update_loop.compile_ahead else ()
+    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf, pending)
     return view, collector, updater, optimizer, pool, stream
+
+  def _compile_ahead(self, view, settings, train_step, data, prompt_fn) -> list:
+    """Starts compiling every gradient program of the stage (update_programs) in threads."""
+    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, view.rollout.max_prompt_tokens)
+    return update_programs.compile_stage(view, settings, train_step, self.params, self.rest,
+                                         self.hosts, lengths,
+                                         step_lib.Updater.keeps_sampler_logp(view, settings))
+
+  def startup_report(self) -> str:
+    """The first stage's widest update and log-prob programs' peak memory per device for this
+    mesh (compiled now; rl/step_perf.py), and the sampler's KV cache: does the model fit?"""
+    st = self.config.stages[0]
+    view = setup.stage_config(self.config, st)
+    optimizer, opt_key = setup.optimizer(view, st.num_steps)
+    settings = update_lib.settings_from_config(view)
+    programs = setup.programs(self.graphdef, optimizer, opt_key, settings)
+    prompt_fn = self._prompt_fn or setup.prompt_fn(recipes.get_recipe(st.recipe), self.tokenizer,
+                                                    view.rollout.enable_thinking)
+    data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)
+    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, view.rollout.max_prompt_tokens)
+    return step_perf.stage_report(view, settings, *programs, self.params, self.rest, self.hosts,
+                                  self.model.config, lengths,
+                                  step_lib.Updater.keeps_sampler_logp(view, settings))
 
   def train(self, max_steps: Optional[int] = None) -> list[dict]:
     """Runs (or resumes) all stages; returns this call's per-step metrics.
@@ -197,6 +225,8 @@ class Trainer:
             stream: data_stream.ExampleStream, opt_state, ref_params) -> tuple[dict, Any]:
     """One GRPO step: collect the groups, update the policy; returns (metrics, opt_state)."""
     t_start, compiled_before = time.perf_counter(), metrics_writer.compile_seconds()
+    if self.perf is not None:
+      self.perf.begin_step()
     # The sampler reads the trainer's split directly (no merge and re-split per step).
     policy = (self.graphdef, nnx.merge_state(self.params, self.rest))
     gb = collector.collect(key, stream, policy)
@@ -213,6 +243,10 @@ class Trainer:
         "throughput/completion_tokens_per_s": tokens / max(total_time, 1e-9),
         "throughput/update_tokens_per_s": float(loss_tokens) * self.config.update_loop.num_iterations
         / max(result.update_seconds, 1e-9)})
+    if self.perf is not None:
+      metrics.update(self.perf.step_metrics(
+          {"sample": gb.sample_seconds, "reference": result.reference_seconds,
+           "update": result.update_seconds, "step": total_time}, float(tokens)))
     return metrics, result.opt_state
 
 

@@ -198,8 +198,10 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
     grad_sum = jax.tree.map(jnp.zeros_like, params)
     stats = []
     for i, (mb, width) in enumerate(zip(batch, widths)):
-      key = None if dropout_key is None else jax.random.fold_in(dropout_key, i)
-      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width, dropout_key=key)
+      # Without dropout, the call's keywords are those the perf costing and the programs compiled
+      # ahead use (jit keys its cache on them: dropout_key=None given would be another program).
+      key = {} if dropout_key is None else {"dropout_key": jax.random.fold_in(dropout_key, i)}
+      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width, **key)
       stats.append(st)
     return apply(params, opt_state, grad_sum, stats)
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import time
 from typing import Callable, Iterable
 
+import jax
 import numpy as np
 
 from grounding_jax.rl import update as update_lib
@@ -29,7 +31,7 @@ from grounding_jax.rl import update as update_lib
 # advantages and log-probs float32): a program is compiled for exactly these.
 _DTYPES = {"prompt_ids": np.int32, "prompt_mask": bool, "completion_ids": np.int32,
            "loss_mask": bool, "advantages": np.float32, "old_logp": np.float32,
-           "ref_logp": np.float32}
+           "ref_logp": np.float32, "sampler_logp": np.float32}
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -69,17 +71,21 @@ def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_
   return shapes
 
 
-def batch_keys(settings: update_lib.UpdateSettings) -> tuple[str, ...]:
+def batch_keys(settings: update_lib.UpdateSettings, sampler_logp: bool = False) -> tuple[str, ...]:
   """The keys of the trainer's update batch under `settings`: old log-probs unless on-policy,
-  reference log-probs when the KL term is on."""
+  reference log-probs when the KL term is on, and the sampler's log-probs when the update's loss
+  pass measures the log-prob gap (`sampler_logp`: rl/step.py keeps them unless the old log-probs
+  are recomputed; a program lowered without them is not the trainer's)."""
   keys = ("prompt_ids", "prompt_mask", "completion_ids", "loss_mask", "advantages")
   keys += () if settings.on_policy else ("old_logp",)
-  return keys + (("ref_logp",) if settings.loss.kl_coef else ())
+  keys += ("ref_logp",) if settings.loss.kl_coef else ()
+  return keys + (("sampler_logp",) if sampler_logp else ())
 
 
 def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: Iterable[UpdateShape],
                             *, settings: update_lib.UpdateSettings, micro_batch_size: int,
-                            num_micro: int = 1, threads: int = 1) -> list[concurrent.futures.Future]:
+                            num_micro: int = 1, threads: int = 1,
+                            sampler_logp: bool = False) -> list[concurrent.futures.Future]:
   """Starts compiling train_step's gradient program for each shape; returns one future per shape
   (its result: the seconds that compile took).
 
@@ -97,24 +103,48 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
     num_micro: micro-batches per mini-batch (rows of a mini-batch / micro_batch_size): the eager
       programs that split a mini-batch into micro-batches are compiled for it too.
     threads: concurrent compiles.
+    sampler_logp: the batch carries the sampler's log-probs (batch_keys).
   """
   accumulate = train_step.accumulate
-  keys = batch_keys(settings)
+  keys = batch_keys(settings, sampler_logp)
   pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads,
                                                thread_name_prefix="update_programs")
   futures = []
   for shape in shapes:
-    host = {}
-    for k in keys:
-      columns = (() if k == "advantages" else
-                 (shape.prompt_width,) if k.startswith("prompt") else (shape.completion_width,))
-      host[k] = np.zeros((num_micro * micro_batch_size,) + columns, _DTYPES[k])
     with hosts.context():
-      mb = update_lib.micro_batches(hosts.device_batch(host, micro_batch_size))[0]
+      batch = zero_batch(hosts, shape, keys, micro_batch_size, num_micro)
+      mb = update_lib.micro_batches(batch)[0]
       lowered = accumulate.lower(params, rest, params, mb, packed_width=shape.packed_width)
     futures.append(pool.submit(_timed_compile, lowered))
   pool.shutdown(wait=False)
   return futures
+
+
+def compile_stage(view, settings: update_lib.UpdateSettings, train_step: Callable, params, rest,
+                  hosts, prompt_lengths: Iterable[int], sampler_logp: bool
+                  ) -> list[concurrent.futures.Future]:
+  """compile_update_programs for every shape of a trainer stage (view: its rl config view), in up
+  to 4 threads leaving one core to the caller."""
+  r, u = view.rollout, view.update_loop
+  shapes = update_shapes(prompt_lengths, max_new_tokens=r.max_new_tokens,
+                         length_multiple=u.length_multiple, group_size=settings.group_size)
+  rows = r.prompts_per_step // jax.process_count() * r.group_size // u.num_minibatches
+  return compile_update_programs(
+      train_step, params, rest, hosts, shapes, settings=settings,
+      micro_batch_size=u.micro_batch_size, num_micro=max(rows // u.micro_batch_size, 1),
+      threads=max(1, min(4, (os.cpu_count() or 1) - 1)), sampler_logp=sampler_logp)
+
+
+def zero_batch(hosts, shape: UpdateShape, keys: Iterable[str], micro_batch_size: int,
+               num_micro: int = 1) -> dict:
+  """A zero update batch of `shape` placed as the trainer places its batches (hosts.device_batch:
+  [num_micro, micro_batch_size x hosts, ...]), so programs lowered on it are the real call's."""
+  host = {}
+  for k in keys:
+    columns = (() if k == "advantages" else
+               (shape.prompt_width,) if k.startswith("prompt") else (shape.completion_width,))
+    host[k] = np.zeros((num_micro * micro_batch_size,) + columns, _DTYPES[k])
+  return hosts.device_batch(host, micro_batch_size)
 
 
 def _timed_compile(lowered) -> float:

@@ -8,10 +8,11 @@ Log-probs are log_softmax(logits / T) of the sampled tokens, before top-k/top-p 
 """
 
 from grounding_jax.sampling.engine import trace_counts
-from grounding_jax.sampling.generate import (Generation, bucket_length, default_eos_ids, generate,
-                                             generate_ids, last_stats, left_pad, release_kv_cache,
-                                             tokenize_prompts)
+from grounding_jax.sampling.generate import (Generation, bucket_length, default_eos_ids, drain_stats,
+                                             generate, generate_ids, last_stats, left_pad,
+                                             release_kv_cache, tokenize_prompts)
 from grounding_jax.sampling.selection import select_tokens
 
-__all__ = ["Generation", "bucket_length", "default_eos_ids", "generate", "generate_ids", "last_stats",
+__all__ = ["Generation", "bucket_length", "default_eos_ids", "drain_stats", "generate", "generate_ids",
+           "last_stats",
            "left_pad", "release_kv_cache", "select_tokens", "tokenize_prompts", "trace_counts"]

@@ -85,11 +85,21 @@ def bucket_length(n: int, minimum: int = 16) -> int:
 
 
 _LAST_STATS: dict = {}
+_STATS_LOG: list[dict] = []  # every call's stats since the last drain_stats()
+_STATS_LOG_MAX = 4096  # a process that never drains keeps the newest calls only
 
 
 def last_stats() -> dict:
   """Timings of the most recent call: prefill_seconds, decode_seconds, decode_steps, batch sizes."""
   return dict(_LAST_STATS)
+
+
+def drain_stats() -> list[dict]:
+  """The last_stats() of every call since the previous drain (oldest first), and forgets them:
+  e.g. the GRPO trainer's FLOPs of a step's rollout, which may call the sampler several times."""
+  out = list(_STATS_LOG)
+  _STATS_LOG.clear()
+  return out
 
 
 def release_kv_cache() -> None:
@@ -290,6 +300,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   _LAST_STATS.update(prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
                      decode_steps=int(steps), prompt_rows=padded_prompts, rows=n,
                      prompt_bucket=lp, new_tokens_bucket=ln)
+  _STATS_LOG.append(dict(_LAST_STATS))
+  del _STATS_LOG[:-_STATS_LOG_MAX]
 
   rows, width = num_prompts * g, int(max_new_tokens)
   tokens = np.array(tokens[:rows, :width])

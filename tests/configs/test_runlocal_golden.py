@@ -25,7 +25,7 @@ GOLDEN = pathlib.Path(__file__).resolve().parent / "golden" / "runlocal_metrics.
 RECIPE_CONFIGS = ("grace", "trust", "arena", "lear", "truthrl", "synthetic_smollm2")
 RECORD = bool(os.environ.get("GJ_RECORD_GOLDEN"))
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "rl")]  # toy_task, recipes.fakes
-_VOLATILE = ("time/", "throughput/")
+_VOLATILE = ("time/", "throughput/", "perf/")  # perf/: MFU and FLOP/s are timings
 # Metrics added after the recording (issue 18): the non-finite guard's counts, which these finite runs
 # must report as 0, and the health monitors (rl/health.py), which must be finite; both are checked
 # here and left out of the comparison.

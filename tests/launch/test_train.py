@@ -1,6 +1,7 @@
-"""launch/train.py stops a run whose updates keep turning non-finite, or a config with bad values, with
-exit code 1 and its error alone (no traceback), the step's metrics logged. (The default config's
-successful run through the launcher is tests/configs/test_configs.py.)"""
+"""launch/train.py prints the start-up memory report, and stops a run whose updates keep turning
+non-finite, or a config with bad values, with exit code 1 and its error alone (no traceback), the
+step's metrics logged. (The default config's successful run through the launcher is
+tests/configs/test_configs.py.)"""
 
 import json
 import pathlib
@@ -20,6 +21,9 @@ def test_a_run_of_nonfinite_updates_exits_1_with_one_error_line(tiny_smollm2_dir
          "--config.health.max_consecutive_nonfinite=1"]
   proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
   assert proc.returncode == 1, proc.stderr[-3000:]
+  # Before step 1, the start-up report (config.perf.startup_report) says what each program needs.
+  report = proc.stdout[proc.stdout.index("peak memory per device"):]
+  assert "update (gradient of one micro-batch):" in report and "sampler KV cache:" in report
   assert "Traceback" not in proc.stderr
   errors = [line for line in proc.stderr.splitlines() if line.startswith("E") and "stopping" in line]
   assert len(errors) == 1 and "stopping at step 1: step 1 skipped its update as non-finite" in errors[0]

@@ -134,7 +134,7 @@ def main(coordinator, num_processes, process_id, checkpoint, workdir, out_path):
   rounds = dapo.train(max_steps=1)[0]["dapo/sampling_rounds"]
   _log(f"dapo rounds {rounds:g} checksum {_checksum(dapo.params)!r}")
   if jax.process_index() == 0:
-    keys = sorted(k for k in history[0] if not k.startswith(("time/", "throughput/")))
+    keys = sorted(k for k in history[0] if not k.startswith(("time/", "throughput/", "perf/")))
     np.savez(out_path, metric_names=np.array(keys),
              metrics=np.array([[h[k] for k in keys] for h in history], np.float64),
              **{f"param{p}": v for p, v in params.items()})

@@ -84,7 +84,7 @@ def test_select_groups_refills_to_requested_size():
 def _logged(workdir):
   """metrics.jsonl rows without timings."""
   rows = [json.loads(line) for line in (workdir / "logs" / "metrics.jsonl").read_text().splitlines()]
-  return [{k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))} for r in rows]
+  return [{k: v for k, v in r.items() if not k.startswith(("time/", "throughput/", "perf/"))} for r in rows]
 
 
 def test_kill_and_resume_continues_exactly(tiny_checkpoint, tmp_path):
