@@ -49,7 +49,7 @@ def get_config(arg=None):
   c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/arena/heldout.jsonl
   c.evals.judges.judge = ml_collections.ConfigDict(dict(kind="", path="", style="arena"))
   if arg == "runlocal":
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=160)  # gold completions: ≤ 88 SmolLM2 tokens
     c.stages[0].data.answerable_ratio = 1.0   # ARENA's relevance reward needs gold passages
     c.evals.data.answerable_ratio = 1.0
   return c

@@ -59,7 +59,7 @@ def get_config(arg=None):
   c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/grace_hotpotqa/test.jsonl
   c.evals.judges.judge = ml_collections.ConfigDict(dict(kind="", path="", style="grace"))
   if arg == "runlocal":
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=96)   # gold completions: ≤ 44 SmolLM2 tokens
     c.rollout.enable_thinking = None
   return c
 

@@ -69,5 +69,9 @@ def get_config(arg=None):
       for fn in fns:
         fn.options.forced_prefix = trust.QWEN3_NO_THINKING_PREFIX
   if arg and "runlocal" in arg:
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=128)  # gold completions: ≤ 53 SmolLM2 tokens
+    c.stages[0].num_steps, c.stages[1].num_steps = 4, 12   # the paper's stage 1 is the short one
+    # Offline, the citation reward's NLI judge is SmolLM2 asked yes/no (judges/llm.py): plumbing,
+    # not the paper's TRUE T5; pass a real NLI folder with --config.reward.functions[0].options.nli=.
+    nli.set("smollm2")
   return c

@@ -76,7 +76,7 @@ def get_config(arg=None):
   c.evals.data.update(dict(kind="jsonl", path=""))
   c.evals.judges.judge = c.reward.functions[0].options.judge
   if "runlocal" in args:
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=128)  # gold completions: ≤ 67 SmolLM2 tokens
     if "llm_judge" in args:  # SmolLM2 as its own judge: plumbing, not fidelity
       c.reward.functions[0].options.judge.path = presets.SMOLLM2
       c.reward.num_workers = 0
