@@ -8,7 +8,7 @@ r"""GRACE (seed 000): gated evidence/answer reward, DAPO-style GRPO (clip-higher
   python launch/evaluate.py --config=configs/grace.py --model=/ckpt/Qwen3-4B --model=/runs/grace \
       --data=/data/grace_hotpotqa/test.jsonl --output_dir=/runs/grace/eval     # the paper's Table 1
   python launch/evaluate.py --config=configs/grace.py:runlocal --model=smollm2 --model=/tmp/gj_grace \
-      --output_dir=/tmp/gj_grace_eval --curves=/tmp/gj_grace   # 16 held-out synthetic questions
+      --output_dir=/tmp/gj_grace_eval --curves=/tmp/gj_grace   # 32 held-out synthetic questions
   # get_sweep: learning rate × KL (6 runs of the command above; --dry_run prints them)
   python launch/sweep.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir_root=/runs/grace_sweep
