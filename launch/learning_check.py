@@ -111,13 +111,13 @@ def prepare_config(config, *, workdir=None, steps=None):
 def examples_for(config, split: str, num_examples: int) -> list:
   """The held-out split (config.evals.data), or with split="dev" a draw of the same world's questions
   that neither the training stages nor the held-out split ask."""
+  if split == "dev" and config.evals.data.kind != "synthetic":
+    raise ValueError(f"--split=dev needs synthetic evaluation data; config.evals.data.kind="
+                     f"{config.evals.data.kind!r} (pass a dev file as config.evals.data.path instead)")
   train_specs = [st.data for st in config.stages]
   heldout = splits.held_out(config.evals.data, num_examples, train_specs)
   if split == "heldout":
     return heldout
-  if config.evals.data.kind != "synthetic":
-    raise ValueError(f"--split=dev needs synthetic evaluation data; config.evals.data.kind="
-                     f"{config.evals.data.kind!r} (pass a dev file as config.evals.data.path instead)")
   synthetic_train = [s for s in train_specs if s.kind == "synthetic"]
   train = [ex for s in synthetic_train for ex in splits.load(s)]
   world_seed = int(synthetic_train[0].seed) if synthetic_train else int(config.evals.data.seed)
@@ -148,15 +148,16 @@ def sft_config(config, steps: int):
   c.optimizer.update(dict(learning_rate=5e-5, schedule="constant", warmup_ratio=0.0))
   c.checkpoint.every_steps = steps
   c.logging.console = False
+  if steps > int(c.data.num_examples) // c.batch_size:
+    raise ValueError(f"--sft_steps={steps}: the first stage has {c.data.num_examples} items, enough "
+                     f"for {int(c.data.num_examples) // c.batch_size} steps of {c.batch_size} rows; "
+                     "lower --sft_steps or raise stages[0].data.num_examples")
   return c
 
 
 def sft_warmup(config, steps: int) -> str:
   """Runs the warm-up (sft_config) and returns its exported HF folder, the GRPO start model."""
   c = sft_config(config, steps)
-  if steps > int(c.data.num_examples) // c.batch_size:
-    raise ValueError(f"--sft_steps={steps}: the first stage has {c.data.num_examples} items, "
-                     f"{int(c.data.num_examples) // c.batch_size} steps of {c.batch_size} rows")
   model_ref.write_run_config(c.workdir, c)
   sft = sft_trainer.SFTTrainer(c)
   sft.train(max_steps=steps)
@@ -217,19 +218,27 @@ def _interval_json(iv):
                                   "confidence": iv.confidence}
 
 
+def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0):
+  """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
+  split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
+  model loads. Raises ValueError / FileNotFoundError."""
+  settings = harness.EvalSettings.from_config(config)
+  n = config.evals.num_examples if num_examples is None else num_examples
+  examples = examples_for(config, split, n)
+  rewards = setup.reward_functions(setup.stage_config(config, config.stages[-1]))
+  harness.check_examples(examples, settings, rewards)
+  if sft_steps:
+    sft_config(config, sft_steps)
+  return settings, examples, rewards
+
+
 def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
         output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
         progress: bool = True) -> dict[str, Any]:
   """The whole check on a prepared config (prepare_config); returns the summary written to
   OUT/learning_check.json (with "markdown" and "output_dir" added)."""
   t0, load_start = time.perf_counter(), os.getloadavg()
-  settings = harness.EvalSettings.from_config(config)
-  n = config.evals.num_examples if num_examples is None else num_examples
-  examples = examples_for(config, split, n)
-  rewards = setup.reward_functions(setup.stage_config(config, config.stages[-1]))
-  harness.check_examples(examples, settings, rewards)  # bad data or a missing judge: before loading
-  if sft_steps:
-    sft_config(config, sft_steps)  # its errors, too, before any model loads
+  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps)
   out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
   options = settings.evaluate_options()  # judges built once, on first use
   kw = dict(rewards=rewards, options=options, progress=progress)
@@ -286,12 +295,14 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
 def main(argv):
   del argv
   command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-  config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value)
-  try:
-    summary = run(config, split=_SPLIT.value, num_examples=_NUM_EXAMPLES.value,
-                  sft_steps=_SFT_STEPS.value, output_dir=_OUTPUT_DIR.value, bootstrap_resamples=_RESAMPLES.value, command=command)
-  except (ValueError, FileNotFoundError) as e:  # bad input: one line, before the model loads
+  try:  # bad input: one line, before any model loads
+    config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value)
+    check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value)
+  except (ValueError, FileNotFoundError) as e:
     sys.exit(f"learning_check: {str(e).splitlines()[0]}")
+  summary = run(config, split=_SPLIT.value, num_examples=_NUM_EXAMPLES.value,
+                sft_steps=_SFT_STEPS.value, output_dir=_OUTPUT_DIR.value,
+                bootstrap_resamples=_RESAMPLES.value, command=command)
   print(summary["markdown"])
   print(f"wrote {summary['output_dir']}/learning_check.md (with learning_check.json, report.md, "
         "metrics.json, predictions.jsonl)")

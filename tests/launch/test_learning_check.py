@@ -100,3 +100,12 @@ def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, 
   md = (out / "learning_check.md").read_text()
   assert "| reward |" in md and "Δ grpo − sft [95% CI]" in md and "zero_variance_frac" in md
   assert (out / "report.md").is_file() and (out / "predictions.jsonl").is_file()
+
+
+def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):
+  c = learning_check.prepare_config(tiny("grace", tiny_smollm2_dir, tmp_path), steps=2)
+  with pytest.raises(ValueError, match=r"--sft_steps=3: the first stage has 8 items, enough for 2"):
+    learning_check.check_inputs(c, sft_steps=3)
+  c.evals.data.update(dict(kind="jsonl", path=str(ROOT / "tests" / "data" / "fixtures" / "x.jsonl")))
+  with pytest.raises(ValueError, match="--split=dev needs synthetic evaluation data"):
+    learning_check.examples_for(c, "dev", 4)
