@@ -8,8 +8,9 @@ r"""LEAR (seed 003): extract rational evidence; answers from three hard-masked c
   python launch/evaluate.py --config=configs/lear.py --model=/runs/lear@best \
       --reader=/ckpt/Qwen2.5-7B-Instruct --data=/data/lear_nq/test.jsonl --output_dir=/runs/lear/eval
   python launch/train.py --config=configs/lear.py:runlocal --workdir=/tmp/gj_lear   # CPU
-      # ~9.5 min a step on 2 shared cores (sample 319 s incl. compiles, update 216 s; kl_coef=0 run).
-      # SmolLM2-135M seldom closes </extract> within 128 tokens, so early rewards are mostly 0.
+      # SmolLM2-135M itself seldom closes </extract> (75 % truncated at 128 tokens, every group's
+      # reward 0): start GRPO from a short SFT warm-up in LEAR's format, as
+  python launch/learning_check.py --config=configs/lear.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_lear
 
 The policy writes <reason>r</reason><extract>e</extract> (stop "</extract>", Table 10), then answers
 three times, from (q, P, r), (q, e) and (q, P, r, e) contexts prefilled from scratch (Eq. 4, the
