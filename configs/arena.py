@@ -6,6 +6,7 @@ r"""ARENA (seed 002): relevance / analysis / answer format, EM + relevance + bon
       --config.stages[0].data.path=/data/arena/train.jsonl \
       --config.evals.data.path=/data/arena/heldout.jsonl --workdir=/runs/arena   # build_data --preset=arena
   python launch/train.py --config=configs/arena.py:runlocal --workdir=/tmp/gj_arena   # CPU, minutes
+  python launch/learning_check.py --config=configs/arena.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_arena
   python launch/evaluate.py --config=configs/arena.py --model=/ckpt/Qwen2.5-7B-Instruct \
       --model=/runs/arena --data=/data/arena/test_hotpotqa.jsonl --output_dir=/runs/arena/eval_hotpotqa
 

@@ -5,6 +5,7 @@ r"""GRACE (seed 000): gated evidence/answer reward, DAPO-style GRPO (clip-higher
   python launch/train.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir=/runs/grace
   python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_grace   # CPU, minutes
+  python launch/learning_check.py --config=configs/grace.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_grace
   python launch/evaluate.py --config=configs/grace.py --model=/ckpt/Qwen3-4B --model=/runs/grace \
       --data=/data/grace_hotpotqa/test.jsonl --output_dir=/runs/grace/eval     # the paper's Table 1
   python launch/evaluate.py --config=configs/grace.py:runlocal --model=smollm2 --model=/tmp/gj_grace \

@@ -6,8 +6,10 @@ r"""Ground-GRPO (seed 001, "Lessons from Training Grounded LLMs"): two stages, N
       --config.stages[0].data.path=/data/trust_stage1/train.jsonl \
       --config.stages[1].data.path=/data/trust_stage2/train.jsonl \
       --config.reward.functions[0].options.nli=/ckpt/t5_xxl_true_nli_mixture --workdir=/runs/trust
+  python launch/train.py --config=configs/trust.py:runlocal --workdir=/tmp/gj_trust   # NLI: SmolLM2
   python launch/train.py --config=configs/trust.py:runlocal \
       --config.reward.functions[0].options.nli=/path/to/any/nli_classifier --workdir=/tmp/gj_trust
+  python launch/learning_check.py --config=configs/trust.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_trust
   # Table 1's Ground-GRPO (Instruct) rows: the same command with configs/trust.py:instruct
   # (Qwen3 with thinking off; its template's empty think block is the reward's forced prefix)
   python launch/evaluate.py --config=configs/trust.py --config.evals.judges.nli=/ckpt/t5_xxl_true_nli_mixture \

@@ -5,6 +5,7 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
   python launch/train.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir=/runs/truthrl
   python launch/train.py --config=configs/truthrl.py:runlocal --workdir=/tmp/gj_truthrl   # CPU
+  python launch/learning_check.py --config=configs/truthrl.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_truthrl
   python launch/evaluate.py --config=configs/truthrl.py:runlocal --model=smollm2 --model=/tmp/gj_truthrl \
       --output_dir=/tmp/gj_truthrl_eval    # start vs trained on 32 held-out synthetic questions
   # get_sweep: the v2 abstention-reward sweep × β (6 runs; --dry_run prints them)
