@@ -6,6 +6,7 @@ r"""ARENA (seed 002): relevance / analysis / answer format, EM + relevance + bon
       --config.stages[0].data.path=/data/arena/train.jsonl \
       --config.evals.data.path=/data/arena/heldout.jsonl --workdir=/runs/arena   # build_data --preset=arena
   python launch/train.py --config=configs/arena.py:runlocal --workdir=/tmp/gj_arena   # CPU, minutes
+  python launch/learning_check.py --config=configs/arena.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_arena
   python launch/evaluate.py --config=configs/arena.py --model=/ckpt/Qwen2.5-7B-Instruct \
       --model=/runs/arena --data=/data/arena/test_hotpotqa.jsonl --output_dir=/runs/arena/eval_hotpotqa
 
@@ -49,7 +50,7 @@ def get_config(arg=None):
   c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/arena/heldout.jsonl
   c.evals.judges.judge = ml_collections.ConfigDict(dict(kind="", path="", style="arena"))
   if arg == "runlocal":
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=160)  # gold completions: ≤ 88 SmolLM2 tokens
     c.stages[0].data.answerable_ratio = 1.0   # ARENA's relevance reward needs gold passages
     c.evals.data.answerable_ratio = 1.0
   return c

@@ -5,10 +5,11 @@ r"""GRACE (seed 000): gated evidence/answer reward, DAPO-style GRPO (clip-higher
   python launch/train.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir=/runs/grace
   python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_grace   # CPU, minutes
+  python launch/learning_check.py --config=configs/grace.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_grace
   python launch/evaluate.py --config=configs/grace.py --model=/ckpt/Qwen3-4B --model=/runs/grace \
       --data=/data/grace_hotpotqa/test.jsonl --output_dir=/runs/grace/eval     # the paper's Table 1
   python launch/evaluate.py --config=configs/grace.py:runlocal --model=smollm2 --model=/tmp/gj_grace \
-      --output_dir=/tmp/gj_grace_eval --curves=/tmp/gj_grace   # 16 held-out synthetic questions
+      --output_dir=/tmp/gj_grace_eval --curves=/tmp/gj_grace   # 32 held-out synthetic questions
   # get_sweep: learning rate × KL (6 runs of the command above; --dry_run prints them)
   python launch/sweep.py --config=configs/grace.py --config.model.path=/ckpt/Qwen3-4B \
       --config.stages[0].data.path=/data/grace_hotpotqa/train.jsonl --workdir_root=/runs/grace_sweep
@@ -59,7 +60,7 @@ def get_config(arg=None):
   c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/grace_hotpotqa/test.jsonl
   c.evals.judges.judge = ml_collections.ConfigDict(dict(kind="", path="", style="grace"))
   if arg == "runlocal":
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=96)   # gold completions: ≤ 44 SmolLM2 tokens
     c.rollout.enable_thinking = None
   return c
 

@@ -6,8 +6,10 @@ r"""Ground-GRPO (seed 001, "Lessons from Training Grounded LLMs"): two stages, N
       --config.stages[0].data.path=/data/trust_stage1/train.jsonl \
       --config.stages[1].data.path=/data/trust_stage2/train.jsonl \
       --config.reward.functions[0].options.nli=/ckpt/t5_xxl_true_nli_mixture --workdir=/runs/trust
+  python launch/train.py --config=configs/trust.py:runlocal --workdir=/tmp/gj_trust   # NLI: SmolLM2
   python launch/train.py --config=configs/trust.py:runlocal \
       --config.reward.functions[0].options.nli=/path/to/any/nli_classifier --workdir=/tmp/gj_trust
+  python launch/learning_check.py --config=configs/trust.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_trust
   # Table 1's Ground-GRPO (Instruct) rows: the same command with configs/trust.py:instruct
   # (Qwen3 with thinking off; its template's empty think block is the reward's forced prefix)
   python launch/evaluate.py --config=configs/trust.py --config.evals.judges.nli=/ckpt/t5_xxl_true_nli_mixture \
@@ -69,5 +71,9 @@ def get_config(arg=None):
       for fn in fns:
         fn.options.forced_prefix = trust.QWEN3_NO_THINKING_PREFIX
   if arg and "runlocal" in arg:
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=128)  # gold completions: ≤ 53 SmolLM2 tokens
+    c.stages[0].num_steps, c.stages[1].num_steps = 4, 12   # the paper's stage 1 is the short one
+    # Offline, the citation reward's NLI judge is SmolLM2 asked yes/no (judges/llm.py): plumbing,
+    # not the paper's TRUE T5; pass a real NLI folder with --config.reward.functions[0].options.nli=.
+    nli.set("smollm2")
   return c

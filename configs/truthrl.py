@@ -5,8 +5,9 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
   python launch/train.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir=/runs/truthrl
   python launch/train.py --config=configs/truthrl.py:runlocal --workdir=/tmp/gj_truthrl   # CPU
+  python launch/learning_check.py --config=configs/truthrl.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_truthrl
   python launch/evaluate.py --config=configs/truthrl.py:runlocal --model=smollm2 --model=/tmp/gj_truthrl \
-      --output_dir=/tmp/gj_truthrl_eval    # start vs trained on 16 held-out synthetic questions
+      --output_dir=/tmp/gj_truthrl_eval    # start vs trained on 32 held-out synthetic questions
   # get_sweep: the v2 abstention-reward sweep × β (6 runs; --dry_run prints them)
   python launch/sweep.py --config=configs/truthrl.py --config.model.path=/ckpt/Llama-3.1-8B-Instruct \
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir_root=/runs/truthrl_sweep
@@ -75,7 +76,7 @@ def get_config(arg=None):
   c.evals.data.update(dict(kind="jsonl", path=""))
   c.evals.judges.judge = c.reward.functions[0].options.judge
   if "runlocal" in args:
-    presets.runlocal(c)
+    presets.runlocal(c, max_new_tokens=128)  # gold completions: ≤ 67 SmolLM2 tokens
     if "llm_judge" in args:  # SmolLM2 as its own judge: plumbing, not fidelity
       c.reward.functions[0].options.judge.path = presets.SMOLLM2
       c.reward.num_workers = 0

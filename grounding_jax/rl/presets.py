@@ -61,35 +61,51 @@ def reward_fn(name: str, weight: float = 1.0, **options) -> ml_collections.Confi
   return ml_collections.ConfigDict(dict(name=name, weight=weight, options=options))
 
 
-def runlocal(c: ml_collections.ConfigDict, *, steps: int = 3,
-             max_new_tokens: int = 64) -> ml_collections.ConfigDict:
-  """Shrinks a recipe config to a CPU-sized run: SmolLM2-135M, synthetic data, 4 prompts × G=4,
-  16 held-out questions.
+def runlocal(c: ml_collections.ConfigDict, *, steps: int = 16, max_new_tokens: int = 128,
+             learning_rate: float = 2e-5) -> ml_collections.ConfigDict:
+  """Shrinks a recipe config to a CPU-sized run that gives a learning signal: SmolLM2-135M, synthetic
+  data, 4 prompts × G=8 for `steps` steps (one pass over the 64 training items), 32 held-out
+  questions.
 
-  Keeps every algorithmic setting (loss, KL, advantage, DAPO options) so a recipe's code path is what
-  runs; only sizes, the model and the data source change.
+  Keeps the recipe's algorithm (loss, KL, advantage, DAPO options) so its code path is what runs;
+  changes sizes, the model, the data source and — because a paper's schedule (lr 1e-6 to 1e-5,
+  tens of warm-up steps, hundreds of steps) moves a model nothing in 16 steps — the optimizer's
+  rate and schedule. Each setting that exists for the CPU budget, and why (issue 15, measured on
+  SmolLM2 at the start model, 2 rounds of 4 prompts × G=4 on the training draw):
+    max_new_tokens  the recipe's format must fit: each config passes ~1.5-2× its longest gold
+                    completion (Recipe.gold_completion, SmolLM2 tokens). At the old 64 tokens,
+                    69-100 % of SmolLM2's completions were truncated.
+    group_size 8    more samples per prompt, so a group more often holds both a better and a worse
+                    completion (zero-variance groups give no gradient).
+    learning_rate   2e-5, constant, no warm-up: 16 steps at 1e-6-1e-5 behind 50 warm-up steps
+                    (GRACE) leave a 135M model where it started.
+  The start model itself rarely writes any recipe's format (every group had zero variance for
+  trust / arena / lear / truthrl, GRACE's varied only in its overlong penalty); launch/learning_check.py
+  runs a short SFT warm-up on the recipe's gold completions first (--sft_steps).
   """
   c.model.path = SMOLLM2
   c.model.compute_dtype = "float32"
   c.model.remat = True   # without it a 135M model's attention scores for 30 layers fill ~10 GB
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=1, tensor=1))
   c.rollout.prompts_per_step = 4
-  c.rollout.group_size = 4
+  c.rollout.group_size = 8
   c.rollout.max_new_tokens = max_new_tokens
   c.rollout.max_prompt_tokens = 1024
   if c.dapo.overlong_shaping:
     c.dapo.overlong_buffer = max_new_tokens // 4
   c.update_loop.num_minibatches = 1
-  c.update_loop.micro_batch_size = 4
+  c.update_loop.micro_batch_size = 4   # 8 rows' logits (×49k vocabulary) put a step past 9 GB
+  c.optimizer.update(dict(learning_rate=learning_rate, schedule="constant", warmup_steps=0,
+                          warmup_ratio=0.0))
   c.reward.num_workers = 1
   c.checkpoint.every_steps = steps
   for st in c.stages:
     st.num_steps = steps
     st.data.kind = "synthetic"
     st.data.num_examples = 64
-  # Held-out evaluation: 16 of the synthetic world's unasked questions, the rollout's token limit;
+  # Held-out evaluation: 32 of the synthetic world's unasked questions, the rollout's token limit;
   # a config that validates during training does so once, after the last step.
-  c.evals.update(dict(num_examples=16, batch_size=16, every_steps=steps if c.evals.every_steps else 0))
+  c.evals.update(dict(num_examples=32, batch_size=16, every_steps=steps if c.evals.every_steps else 0))
   c.evals.data.update(dict(kind="synthetic", path=""))
   c.evals.decoding.max_new_tokens = max_new_tokens
   return c

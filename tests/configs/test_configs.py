@@ -43,7 +43,10 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
     assert st.recipe in available_recipes()
     for fn in (st.reward.get("functions") or c.reward.functions):
       options = setup.reward_options(fn.options, str(tmp_path))  # tokenizer="policy": a folder
-      if fn.name.startswith("trust"):
+      if fn.name.startswith("trust") and arg == "runlocal":
+        # Offline, SmolLM2 asked yes/no is the NLI judge (built on first use), for Trust-Score too.
+        assert options["nli"] == c.evals.judges.nli == "smollm2"
+      elif fn.name.startswith("trust"):
         # An NLI folder must be named; without one the reward says which option to set.
         with pytest.raises(ValueError, match="nli"):
           get_reward(fn.name, **options)

@@ -90,12 +90,12 @@ def test_declared_sweeps_build(path, tmp_path):
 
 
 def test_presets_in_a_sweep(tmp_path):
-  """A run's preset shapes its config (here runlocal's 3 steps decide when it is finished) and
+  """A run's preset shapes its config (here runlocal's 16 steps decide when it is finished) and
   reaches train.py as --preset; a missing preset stops the sweep before anything runs."""
   from grounding_jax.rl import config as rl_config  # pylint: disable=g-import-not-at-top
   [run] = sweep.make_runs(rl_config.default_config(), [{"preset": "runlocal", "rollout.group_size": 2}],
                           str(tmp_path))
-  assert run.name == "preset=runlocal,group_size=2" and run.total_steps == 3  # default: 10 steps
+  assert run.name == "preset=runlocal,group_size=2" and run.total_steps == 16  # default: 10 steps
   assert sweep.command(run, "c.py", {"seed": 1}, python="py", entry="e.py") == [
       "py", "e.py", "--config=c.py", "--config.seed=1", "--preset=runlocal",
       "--config.rollout.group_size=2", f"--workdir={tmp_path}/{run.name}"]
@@ -112,13 +112,13 @@ def _finish(workdir, step):
 def test_dry_run_only_and_skip_finished(tmp_path):
   root = tmp_path / "sweep"
   names = ["tau=0.1,gamma=0.1", "tau=0.1,gamma=0.3", "tau=0.1,gamma=0.5"]
-  _finish(root / names[0], 3)   # configs/lear.py:runlocal trains 3 steps: finished
+  _finish(root / names[0], 16)  # configs/lear.py:runlocal trains 16 steps: finished
   _finish(root / names[1], 1)   # partial: resumed, not skipped
   proc = _sweep_cli("--config=configs/lear.py:runlocal", f"--workdir_root={root}", "--only=2,0,1,2",
                     "--dry_run", "--python=python", "--config.rollout.max_new_tokens=32")
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = proc.stdout.strip().splitlines()
-  assert lines[1] == f"# 0 {names[0]}: finished (step 3 of 3), skipped"
+  assert lines[1] == f"# 0 {names[0]}: finished (step 16 of 16), skipped"
   commands = [shlex.split(lines[i]) for i in (0, 2)]
   for cmd, (i, gamma) in zip(commands, [(2, 0.5), (1, 0.3)]):
     assert cmd == ["python", "launch/train.py", "--config=configs/lear.py:runlocal",

@@ -1,0 +1,312 @@
+r"""Does a recipe learn? Start model vs the same model after GRPO, on held-out items, with intervals.
+
+  python launch/learning_check.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_lc_grace
+  python launch/learning_check.py --config=configs/truthrl.py:runlocal --steps=4 --workdir=/tmp/gj_lc_truthrl
+  # choose settings on the dev draw (never on the held-out split the table reports)
+  python launch/learning_check.py --config=configs/arena.py:runlocal --split=dev --workdir=/tmp/gj_lc_dev
+
+In one process: (1) loads the policy as launch/train.py does (config.model.path, on config.mesh);
+(2) evaluates it on the held-out items with the recipe's own metrics (grounding_jax/eval/harness.py:
+the recipe's rollout, evaluator and the run's reward, as launch/evaluate.py); (3) trains it with GRPO
+on the config's stages (grounding_jax.rl.trainer, launch/train.py's code path); (4) evaluates the
+trained policy on the same items; (5) prints and writes OUT/learning_check.md and .json: reward and
+the recipe's headline metric, start → trained, each with the paired-bootstrap 95 % interval of the
+difference (grounding_jax/eval/bootstrap.py), beside the training run's truncated-completion and
+zero-variance-group fractions (first step, last step, mean over steps: the trainer's logged
+`truncated_frac` and `zero_variance_frac`), the wall time and the machine's load average.
+OUT (default <workdir>/learning_check) also holds evaluate.py's report.md, metrics.json and
+predictions.jsonl.
+
+Held-out items are never trained on: for a synthetic run they are the training world's other
+questions (data/splits.py, synthetic.held_out_examples). `--split=dev` scores a second draw of
+unasked questions that also excludes the held-out ones, for choosing settings; the held-out table
+is then read once. The evaluation decoding is the config's (config.evals.decoding over the recipe's
+paper decoding; :runlocal sets the rollout's token limit).
+
+--steps overrides the total number of GRPO steps, shared between the stages in the config's
+proportions (at least one each: trust's stage 1 and stage 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shlex
+import sys
+import time
+from typing import Any, Mapping, Sequence
+
+from absl import app
+from absl import flags
+from ml_collections import config_flags
+import numpy as np
+
+from grounding_jax import models
+from grounding_jax import recipes
+from grounding_jax import sampling
+from grounding_jax.data import splits
+from grounding_jax.data import synthetic
+from grounding_jax.eval import bootstrap
+from grounding_jax.eval import harness
+from grounding_jax.eval import model_ref
+from grounding_jax.eval import report
+from grounding_jax.models import hf_export
+from grounding_jax.rl import presets
+from grounding_jax.rl import setup
+from grounding_jax.rl import trainer as trainer_lib
+from grounding_jax.sft import trainer as sft_trainer
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "The GRPO run's checkpoints and logs (overrides config).")
+_STEPS = flags.DEFINE_integer("steps", None, "Total GRPO steps (default: the config's stages').")
+_NUM_EXAMPLES = flags.DEFINE_integer("num_examples", None, "Held-out questions (default "
+                                     "config.evals.num_examples).")
+_SPLIT = flags.DEFINE_enum("split", "heldout", ["heldout", "dev"], "heldout: the config's held-out "
+                           "split; dev: a separate draw for choosing settings (synthetic data only).")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Default <workdir>/learning_check.")
+_SFT_STEPS = flags.DEFINE_integer("sft_steps", 0, "SFT warm-up steps (4 rows each) on the recipe's "
+                                  "gold completions of the first stage's training items before GRPO "
+                                  "(0 = none); the table then has a row for the SFT model too.")
+_RESAMPLES = flags.DEFINE_integer("bootstrap_resamples", 10_000, "Paired-bootstrap resamples.")
+flags.mark_flags_as_required(["config"])
+
+# The training run's logged per-step metrics the table reports (rl/collect.py).
+TRAIN_FRACTIONS = ("truncated_frac", "zero_variance_frac")
+
+
+def split_steps(stage_steps: Sequence[int], total: int) -> list[int]:
+  """`total` steps shared between stages in proportion to `stage_steps`, at least 1 each, summing to
+  `total` (e.g. trust's 25 + 250 with total 8 → [1, 7])."""
+  if total < len(stage_steps):
+    raise ValueError(f"--steps={total}: the config has {len(stage_steps)} stages; give at least one "
+                     "step per stage")
+  weights = np.asarray(stage_steps, np.float64) / float(sum(stage_steps))
+  out = [max(1, int(round(w * total))) for w in weights]
+  out[-1] = total - sum(out[:-1])
+  while out[-1] < 1:  # rounding gave the early stages too much
+    i = int(np.argmax(out[:-1]))
+    out[i] -= 1
+    out[-1] += 1
+  return out
+
+
+def prepare_config(config, *, workdir=None, steps=None):
+  """The run's config: workdir, model folder resolved, GRPO steps, and no in-training validation or
+  best-checkpoint choice (the check evaluates start and end itself)."""
+  with config.unlocked():
+    if workdir:
+      config.workdir = workdir
+    config.model.path = os.path.abspath(presets.resolve_model_path(config.model.path))
+    if steps is not None:
+      for st, n in zip(config.stages, split_steps([st.num_steps for st in config.stages], steps)):
+        st.num_steps = n
+    config.evals.every_steps = 0
+    config.checkpoint.best_metric = ""
+    config.checkpoint.every_steps = sum(st.num_steps for st in config.stages)
+  return config
+
+
+def examples_for(config, split: str, num_examples: int) -> list:
+  """The held-out split (config.evals.data), or with split="dev" a draw of the same world's questions
+  that neither the training stages nor the held-out split ask."""
+  if split == "dev" and config.evals.data.kind != "synthetic":
+    raise ValueError(f"--split=dev needs synthetic evaluation data; config.evals.data.kind="
+                     f"{config.evals.data.kind!r} (pass a dev file as config.evals.data.path instead)")
+  train_specs = [st.data for st in config.stages]
+  heldout = splits.held_out(config.evals.data, num_examples, train_specs)
+  if split == "heldout":
+    return heldout
+  synthetic_train = [s for s in train_specs if s.kind == "synthetic"]
+  train = [ex for s in synthetic_train for ex in splits.load(s)]
+  world_seed = int(synthetic_train[0].seed) if synthetic_train else int(config.evals.data.seed)
+  return synthetic.held_out_examples(num_examples, train=train + heldout,
+                                     world=synthetic.build_world(world_seed),
+                                     seed=int(config.evals.data.seed) + 1,
+                                     answerable_ratio=float(config.evals.data.answerable_ratio))
+
+
+def sft_config(config, steps: int):
+  """configs/sft.py:runlocal for a warm-up before GRPO: the first stage recipe's prompt and gold
+  completion (`Recipe.gold_completion`) of that stage's own training items (same synthetic draw, so
+  no held-out item is seen), `steps` updates of 4 rows at a constant lr 5e-5 (the demo's warm-up
+  rate: the format must land in a few steps), prompts and targets cut at the rollout's limits."""
+  c = sft_trainer.default_config()
+  st = config.stages[0]
+  if st.data.kind != "synthetic":
+    raise ValueError(f"--sft_steps needs a synthetic first stage; stages[0].data.kind={st.data.kind!r}")
+  c.workdir = str(pathlib.Path(config.workdir) / "sft")
+  c.model.update(dict(path=config.model.path, remat=True, compute_dtype=config.model.compute_dtype))
+  c.data.update(dict(kind="recipe", recipe=st.recipe, source="synthetic",
+                     num_examples=int(st.data.num_examples), seed=int(st.data.seed),
+                     answerable_ratio=float(st.data.answerable_ratio),
+                     enable_thinking=config.rollout.enable_thinking,
+                     max_prompt_tokens=int(config.rollout.max_prompt_tokens),
+                     max_completion_tokens=int(config.rollout.max_new_tokens)))
+  c.batch_size, c.micro_batch_size, c.num_epochs = 4, 2, 1
+  c.optimizer.update(dict(learning_rate=5e-5, schedule="constant", warmup_ratio=0.0))
+  c.checkpoint.every_steps = steps
+  c.logging.console = False
+  if steps > int(c.data.num_examples) // c.batch_size:
+    raise ValueError(f"--sft_steps={steps}: the first stage has {c.data.num_examples} items, enough "
+                     f"for {int(c.data.num_examples) // c.batch_size} steps of {c.batch_size} rows; "
+                     "lower --sft_steps or raise stages[0].data.num_examples")
+  return c
+
+
+def sft_warmup(config, steps: int) -> str:
+  """Runs the warm-up (sft_config) and returns its exported HF folder, the GRPO start model."""
+  c = sft_config(config, steps)
+  model_ref.write_run_config(c.workdir, c)
+  sft = sft_trainer.SFTTrainer(c)
+  sft.train(max_steps=steps)
+  folder = pathlib.Path(c.workdir) / "hf"
+  hf_export.export_hf(sft.model, folder, tokenizer_from=c.model.path, overwrite=True)
+  return str(folder)
+
+
+def training_fractions(history: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+  """{metric: {"first", "last", "mean"}} of the trainer's per-step TRAIN_FRACTIONS."""
+  out = {}
+  for k in TRAIN_FRACTIONS:
+    v = [float(r[k]) for r in history if k in r]
+    if v:
+      out[k] = {"first": v[0], "last": v[-1], "mean": float(np.mean(v))}
+  return out
+
+
+def summary_rows(recipe_name: str, results, versus_start, versus_previous) -> list[dict[str, Any]]:
+  """[{metric, <row name>: value, ..., "vs_start": Interval, "vs_previous": Interval | None}] for the
+  reward and the recipe's headline metric; the intervals are the last row's difference."""
+  headline = recipes.get_recipe(recipe_name).headline_metric
+  return [{"metric": m, **{r.name: r.metrics.get(m) for r in results},
+           "vs_start": versus_start[-1].get(m),
+           "vs_previous": versus_previous[-1].get(m) if versus_previous else None}
+          for m in ("reward", headline)]
+
+
+def _fmt(v) -> str:
+  return "—" if v is None or not np.isfinite(v) else f"{v:.3g}"
+
+
+def markdown(recipe_name: str, names: Sequence[str], rows, fractions, about: Mapping[str, Any]) -> str:
+  """The learning check's table and how it was made."""
+  head = ["metric", *names, f"Δ {names[-1]} − {names[0]} [95% CI]"]
+  if len(names) > 2:
+    head.append(f"Δ {names[-1]} − {names[-2]} [95% CI]")
+  lines = [f"# Learning check: recipe `{recipe_name}`", "", "| " + " | ".join(head) + " |",
+           "|" + "---|" * len(head)]
+  for r in rows:
+    cells = [r["metric"], *[_fmt(r[n]) for n in names], str(r["vs_start"] or "—")]
+    if len(names) > 2:
+      cells.append(str(r["vs_previous"] or "—"))
+    lines.append("| " + " | ".join(cells) + " |")
+  lines += ["", "| GRPO training (trainer's logged metrics) | first step | last step | mean over steps |",
+            "|---|---|---|---|"]
+  for k, v in fractions.items():
+    lines.append(f"| {k} | {v['first']:.3g} | {v['last']:.3g} | {v['mean']:.3g} |")
+  lines.append("")
+  for key in ("command", "split", "data", "sft_steps", "steps", "wall_seconds", "load_average"):
+    if key in about:
+      lines.append(f"- {key}: {about[key]}")
+  return "\n".join(lines) + "\n"
+
+
+def _interval_json(iv):
+  return None if iv is None else {"difference": iv.difference, "low": iv.low, "high": iv.high,
+                                  "confidence": iv.confidence}
+
+
+def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0):
+  """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
+  split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
+  model loads. Raises ValueError / FileNotFoundError."""
+  settings = harness.EvalSettings.from_config(config)
+  n = config.evals.num_examples if num_examples is None else num_examples
+  examples = examples_for(config, split, n)
+  rewards = setup.reward_functions(setup.stage_config(config, config.stages[-1]))
+  harness.check_examples(examples, settings, rewards)
+  if sft_steps:
+    sft_config(config, sft_steps)
+  return settings, examples, rewards
+
+
+def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
+        output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
+        progress: bool = True) -> dict[str, Any]:
+  """The whole check on a prepared config (prepare_config); returns the summary written to
+  OUT/learning_check.json (with "markdown" and "output_dir" added)."""
+  t0, load_start = time.perf_counter(), os.getloadavg()
+  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps)
+  out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
+  options = settings.evaluate_options()  # judges built once, on first use
+  kw = dict(rewards=rewards, options=options, progress=progress)
+  results = []
+  base_path = config.model.path
+  if sft_steps:  # the base model's row, then the warm-up; GRPO starts from the SFT model
+    mesh = setup.mesh_from_config(config.mesh)
+    loaded = model_ref.load(model_ref.resolve(base_path), compute_dtype=models.DTYPES[config.model.compute_dtype],
+                            mesh=mesh)
+    results.append(harness.evaluate_model(loaded.model, loaded.tokenizer, examples, settings,
+                                          name="start", mesh=mesh, **kw))
+    del loaded
+    sampling.release_kv_cache()
+    with config.unlocked():
+      config.model.path = sft_warmup(config, sft_steps)
+  model_ref.write_run_config(config.workdir, config)
+  trainer = trainer_lib.Trainer(config)
+  kw["mesh"] = trainer.mesh
+  results.append(harness.evaluate_model(trainer.model, trainer.tokenizer, examples, settings,
+                                        name="sft" if sft_steps else "start", **kw))
+  sampling.release_kv_cache()
+  history = trainer.train()
+  results.append(harness.evaluate_model(trainer.policy(), trainer.tokenizer, examples, settings,
+                                        name="grpo", **kw))
+  cmp = dict(n_resamples=bootstrap_resamples, seed=settings.seed)
+  versus_start = harness.compare(results, settings.recipe, **cmp)
+  versus_previous = harness.compare(results[-2:], settings.recipe, **cmp) if sft_steps else None
+  steps = sum(st.num_steps for st in config.stages)
+  names = [r.name for r in results]
+  about = {"command": command, "split": split,
+           "data": f"{len(examples)} {split} questions ({config.evals.data.kind}), decoding "
+                   f"T={settings.decoding.temperature} top-p={settings.decoding.top_p} "
+                   f"{settings.decoding.max_new_tokens} new tokens",
+           "sft_steps": sft_steps, "steps": steps, "wall_seconds": round(time.perf_counter() - t0, 1),
+           "load_average": f"{load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end (1-min)",
+           "models": {"start": base_path, **({"sft": config.model.path} if sft_steps else {}),
+                      "grpo": f"{config.workdir}@{steps}"}}
+  report.write(out, settings.recipe, results, versus_start, about)
+  rows = summary_rows(settings.recipe, results, versus_start, versus_previous)
+  fractions = training_fractions(history)
+  text = markdown(settings.recipe, names, rows, fractions, about)
+  (out / "learning_check.md").write_text(text)
+  summary = {"recipe": settings.recipe, **about, "training": fractions,
+             "rows": [{**r, "vs_start": _interval_json(r["vs_start"]),
+                       "vs_previous": _interval_json(r["vs_previous"])} for r in rows],
+             "metrics": {r.name: r.metrics for r in results},
+             "history": [{k: v for k, v in h.items() if k == "step" or k.startswith((
+                 "reward", "loss", "truncated", "zero_var", "completion_length", "time/step"))}
+                         for h in history]}
+  (out / "learning_check.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+  return {**summary, "markdown": text, "output_dir": str(out)}
+
+
+def main(argv):
+  del argv
+  command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+  try:  # bad input: one line, before any model loads
+    config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value)
+    check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value)
+  except (ValueError, FileNotFoundError) as e:
+    sys.exit(f"learning_check: {str(e).splitlines()[0]}")
+  summary = run(config, split=_SPLIT.value, num_examples=_NUM_EXAMPLES.value,
+                sft_steps=_SFT_STEPS.value, output_dir=_OUTPUT_DIR.value,
+                bootstrap_resamples=_RESAMPLES.value, command=command)
+  print(summary["markdown"])
+  print(f"wrote {summary['output_dir']}/learning_check.md (with learning_check.json, report.md, "
+        "metrics.json, predictions.jsonl)")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,111 @@
+"""launch/learning_check.py's machinery on a tiny model: base → SFT warm-up → GRPO, each evaluated on
+the held-out split with the recipe's metrics; the table's numbers are the evaluations' and the
+trainer's logged metrics; no held-out (or dev) item is trained on. Learning itself is shown by the
+real SmolLM2 runs in README, not asserted on a random tiny model."""
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+import launch_script
+from grounding_jax.data import splits
+from grounding_jax.sft import data as sft_data
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+learning_check = launch_script.load("learning_check", "learning_check_cli")
+
+
+def _config(name):
+  spec = importlib.util.spec_from_file_location(f"config_{name}", ROOT / "configs" / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config("runlocal")
+
+
+def tiny(name, model_dir, workdir):
+  """configs/<name>.py:runlocal at test size: 2 prompts × G=2, 8 new tokens, 8 training items,
+  4 held-out questions."""
+  c = _config(name)
+  c.model.path, c.workdir, c.seed = str(model_dir), str(workdir), 3
+  c.rollout.prompts_per_step, c.rollout.group_size, c.rollout.max_new_tokens = 2, 2, 8
+  c.update_loop.micro_batch_size = 2
+  c.reward.num_workers = 0
+  c.logging.console = False
+  for st in c.stages:
+    st.data.num_examples = 8
+  c.evals.update(dict(num_examples=4, batch_size=4))
+  c.evals.decoding.max_new_tokens = 8
+  return c
+
+
+@pytest.mark.parametrize("stage_steps,total,want", [([16], 5, [5]), ([25, 250], 8, [1, 7]),
+                                                    ([4, 12], 16, [4, 12]), ([250, 1], 3, [2, 1])])
+def test_split_steps_keeps_the_stages_proportions(stage_steps, total, want):
+  assert learning_check.split_steps(stage_steps, total) == want
+
+
+def test_split_steps_needs_a_step_per_stage():
+  with pytest.raises(ValueError, match="--steps=1: the config has 2 stages"):
+    learning_check.split_steps([4, 12], 1)
+
+
+def test_heldout_and_dev_items_are_never_trained_on(tiny_smollm2_dir, tmp_path):
+  c = learning_check.prepare_config(tiny("grace", tiny_smollm2_dir, tmp_path), steps=2)
+  train = {ex.question for st in c.stages for ex in splits.load(st.data)}
+  heldout = learning_check.examples_for(c, "heldout", 8)
+  dev = learning_check.examples_for(c, "dev", 8)
+  assert len(heldout) == len(dev) == 8
+  assert not train & {ex.question for ex in heldout + dev}
+  assert not {(ex.question, ex.answerable) for ex in heldout} & {(ex.question, ex.answerable)
+                                                                 for ex in dev}
+  # the SFT warm-up writes targets for the first stage's own items
+  sft_rows = sft_data.load_examples(learning_check.sft_config(c, 2).data)[0]
+  assert [ex.id for ex in sft_rows] == [ex.id for ex in splits.load(c.stages[0].data)]
+
+
+def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, tmp_path):
+  c = learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, tmp_path / "run"), steps=2)
+  summary = learning_check.run(c, sft_steps=1, bootstrap_resamples=200, command="python ...",
+                               progress=False)
+  out = pathlib.Path(summary["output_dir"])
+  assert out == tmp_path / "run" / "learning_check"
+  saved = json.loads((out / "learning_check.json").read_text())
+  metrics = json.loads((out / "metrics.json").read_text())  # evaluate.py's report of the same rows
+  assert [m["name"] for m in metrics["models"]] == ["start", "sft", "grpo"]
+  by_name = {m["name"]: m["metrics"] for m in metrics["models"]}
+  rows = {r["metric"]: r for r in saved["rows"]}
+  assert set(rows) == {"reward", "truthfulness"}  # TruthRL's headline metric
+  for metric, row in rows.items():
+    for name in ("start", "sft", "grpo"):
+      assert row[name] == pytest.approx(by_name[name][metric])
+    # paired bootstrap: grpo − start and grpo − sft, each interval around its difference
+    for key, base in (("vs_start", "start"), ("vs_previous", "sft")):
+      iv = row[key]
+      assert iv["difference"] == pytest.approx(row["grpo"] - row[base])
+      assert iv["low"] <= iv["difference"] <= iv["high"]
+  # the training fractions are the trainer's logged per-step metrics
+  logged = [json.loads(line) for line in (tmp_path / "run" / "logs" / "metrics.jsonl").read_text()
+            .splitlines()]
+  assert [r["step"] for r in logged] == [1, 2]
+  for k in ("truncated_frac", "zero_variance_frac"):
+    assert saved["training"][k]["first"] == pytest.approx(logged[0][k])
+    assert saved["training"][k]["last"] == pytest.approx(logged[-1][k])
+  # GRPO started from the exported SFT model; the SFT run trained its one step
+  assert saved["models"]["sft"] == str(tmp_path / "run" / "sft" / "hf")
+  assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["path"] == \
+      saved["models"]["sft"]
+  assert (tmp_path / "run" / "sft" / "logs" / "metrics.jsonl").read_text().count("\n") == 1
+  md = (out / "learning_check.md").read_text()
+  assert "| reward |" in md and "Δ grpo − sft [95% CI]" in md and "zero_variance_frac" in md
+  assert (out / "report.md").is_file() and (out / "predictions.jsonl").is_file()
+
+
+def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):
+  c = learning_check.prepare_config(tiny("grace", tiny_smollm2_dir, tmp_path), steps=2)
+  with pytest.raises(ValueError, match=r"--sft_steps=3: the first stage has 8 items, enough for 2"):
+    learning_check.check_inputs(c, sft_steps=3)
+  c.evals.data.update(dict(kind="jsonl", path=str(ROOT / "tests" / "data" / "fixtures" / "x.jsonl")))
+  with pytest.raises(ValueError, match="--split=dev needs synthetic evaluation data"):
+    learning_check.examples_for(c, "dev", 4)
