@@ -218,7 +218,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
                     f"{grpo_cfg.stages[0].data.seed}) that neither SFT nor GRPO asked"),
            "decoding": dataclasses.asdict(settings.decoding),
            "models": {"start": base_path, "SFT": str(workdir / "sft"), "GRPO": str(workdir / "grpo")}}
-  path = report.write(out, settings.recipe, results, intervals, about)
+  report_path = report.write(out, settings.recipe, results, intervals, about)
   curves.plot(grpo_cfg.workdir, out / "curves.png")
   clock.done("report")
 
@@ -226,12 +226,12 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
   if real:
     clock.start(f"real data: {', '.join(real)} ({real_num_examples} questions each)")
     base = models.load_pretrained(base_path)  # reloaded: SFT may have reused the start model's buffers
-    for name, (path, exs) in real.items():
+    for name, (source, exs) in real.items():
       pair = [evaluate(base, tokenizer, "start", exs, real_settings),
               evaluate(grpo.model, tokenizer, "GRPO", exs, real_settings)]
       ivs = harness.compare(pair, settings.recipe, seed=settings.seed)
       report.write(out / f"real_{name}", settings.recipe, pair, ivs,
-                   {"data": f"{name}: the first {len(exs)} questions of {path} (every paragraph)",
+                   {"data": f"{name}: the first {len(exs)} questions of {source} (every paragraph)",
                     "decoding": dataclasses.asdict(settings.decoding),
                     "models": {"start": base_path, "GRPO": str(workdir / "grpo")}})
       real_results[name] = (pair, ivs)
@@ -250,22 +250,22 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
            f"- SFT: `{cmds['SFT']}`", f"- GRPO: `{cmds['GRPO']}`",
            f"- the table: `{cmds['evaluate']}`", ""]
   for name, (pair, ivs) in real_results.items():
-    path = real[name][0]
-    lines += [f"## Real data: {name} ({int(pair[0].metrics['n_questions'])} questions, {path})", "",
+    source = real[name][0]
+    lines += [f"## Real data: {name} ({int(pair[0].metrics['n_questions'])} questions, {source})", "",
               report.table(settings.recipe, pair, ivs), "",
               f"Reproduce: `python launch/build_data.py --recipe=truthrl --source={name} "
-              f"--eval_input={path} --output_dir={workdir}/data_{name}` then `python "
+              f"--eval_input={source} --output_dir={workdir}/data_{name}` then `python "
               f"launch/evaluate.py --config=configs/demo.py{':dev' if dev else ''} --model=smollm2 "
               f"--model={workdir}/grpo --label=start --label=GRPO --data={workdir}/data_{name}/eval.jsonl "
               f"--num_examples={len(pair[0].ids)} --config.rollout.max_prompt_tokens="
               f"{REAL_MAX_PROMPT_TOKENS} --output_dir={workdir}/eval_{name}`", ""]
   lines += ["## Time", "", clock.summary(), ""]
-  with open(path, "a", encoding="utf-8") as f:
+  with open(report_path, "a", encoding="utf-8") as f:
     f.write("\n".join(lines))
   print("\n" + report.table(settings.recipe, results, intervals))
   print("\n".join(lines))
-  print(f"wrote {path} (with metrics.json, predictions.jsonl, curves.png)")
-  return {"results": results, "intervals": intervals, "vs_sft": vs_sft, "report": path,
+  print(f"wrote {report_path} (with metrics.json, predictions.jsonl, curves.png)")
+  return {"results": results, "intervals": intervals, "vs_sft": vs_sft, "report": report_path,
           "real": real_results, "gain": gain, "sft_history": sft_history,
           "grpo_history": grpo_history}
 

@@ -186,9 +186,10 @@ def _held_out_target_share(model, prompts):
 
 def test_grpo_raises_a_held_out_metric_not_only_the_training_reward(tiny_checkpoint, tmp_path):
   # Trains on the 64 prompts of make_examples(64, seed=0) and scores 32 prompts of another draw
-  # (seed 1: other random words), greedy, before and after. Measured over trainer seeds 0-4 (this
-  # config, 16 steps at lr 1e-2): held-out share 0.0-0.17 before, 0.5-1.0 after (gain ≥ 0.4); the
-  # test asserts a gain of 0.25 at seed 0, well inside that range.
+  # (seed 1: other random words), greedy, before and after. Measured over trainer seeds (c.seed) 0-4
+  # with this config (16 steps at lr 1e-2): held-out share 0.0 before and 1.0 after at every seed
+  # (the training reward's step-16 mean only 0.25-0.52, sampled at temperature 1); with 8 steps the
+  # after-share spread 0.16-1.0, hence 16. The test asserts a gain of 0.5 at seed 0.
   ckpt = tiny_checkpoint("llama")
   held_out = [toy_task.prompt_fn(ex) for ex in toy_task.make_examples(32, seed=1)]
   assert not set(held_out) & {toy_task.prompt_fn(ex) for ex in toy_task.make_examples(64)}
@@ -198,4 +199,4 @@ def test_grpo_raises_a_held_out_metric_not_only_the_training_reward(tiny_checkpo
   before = _held_out_target_share(t.model, held_out)
   t.train()
   after = _held_out_target_share(t.model, held_out)
-  assert after > before + 0.25, (before, after)
+  assert after > before + 0.5, (before, after)
