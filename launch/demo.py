@@ -59,8 +59,9 @@ REAL_MAX_PROMPT_TOKENS = 4096  # their prompts (10-20 paragraphs) run to ~1,800-
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/grounding_jax_demo", "Where every stage writes; "
                                "emptied first (a fresh run each time).")
 _DEV = flags.DEFINE_bool("dev", False, "Run on the dev world (configs/demo.py DEV_SEED).")
-_REAL = flags.DEFINE_list("real_data", list(REAL_DATA), "READER=FILE pairs (grounding_jax.data.readers; "
-                          "repo-relative or absolute) to evaluate the start and GRPO models on; empty = none.")
+_REAL = flags.DEFINE_list("real_data", [], "READER=FILE pairs (grounding_jax.data.readers; "
+                          "repo-relative or absolute) to evaluate the start and GRPO models on, e.g. "
+                          f"--real_data={','.join(REAL_DATA)}; empty = none (past the CPU budget).")
 _REAL_N = flags.DEFINE_integer("real_num_examples", 24, "Questions of each real-data file.")
 
 
@@ -168,7 +169,8 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
       raise ValueError(f"--real_data={spec}: expected READER=FILE, e.g. {REAL_DATA[0]}")
     real[reader] = (path, list(readers.read_dataset(reader, ROOT / path, limit=real_num_examples)))
     harness.check_examples(real[reader][1], settings, rewards)
-  real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS)
+  # batch 8: a 4,096-token KV cache for 32 rows would take ~6 GB
+  real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=8)
   cmds = commands(workdir, dev)
 
   def evaluate(model, tokenizer, name, exs=examples, how=settings):
@@ -191,16 +193,18 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
   model_ref.write_run_config(sft_cfg.workdir, sft_cfg)
   sft = sft_trainer.SFTTrainer(sft_cfg, model=model, tokenizer=tokenizer, rows=rows)
   sft_history = sft.train()
-  hf_export.export_hf(sft.model, workdir / "sft" / "hf", tokenizer_from=base_path, overwrite=True)
+  sft_model = sft.model
+  del sft, model  # the optimizer state and the start weights: GRPO needs the memory (24 GB shared)
+  hf_export.export_hf(sft_model, workdir / "sft" / "hf", tokenizer_from=base_path, overwrite=True)
   clock.done("SFT")
 
   clock.start("evaluate the SFT model")
-  sft_result = evaluate(sft.model, tokenizer, "SFT")
+  sft_result = evaluate(sft_model, tokenizer, "SFT")
   clock.done("SFT model: evaluate")
 
   clock.start(f"GRPO from the SFT model ({cmds['GRPO']})")
   model_ref.write_run_config(grpo_cfg.workdir, grpo_cfg)
-  grpo = rl_trainer.Trainer(grpo_cfg, model=sft.model, tokenizer=tokenizer)
+  grpo = rl_trainer.Trainer(grpo_cfg, model=sft_model, tokenizer=tokenizer)
   grpo_history = grpo.train()
   clock.done("GRPO")
 
