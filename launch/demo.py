@@ -1,6 +1,6 @@
 r"""`make demo`: SmolLM2-135M-Instruct learns to answer from evidence and to abstain, and the table shows it.
 
-  python launch/demo.py                               # = make demo; fresh workdir /tmp/grounding_jax_demo
+  python launch/demo.py                               # = make demo (a fresh temporary workdir)
   python launch/demo.py --workdir=/tmp/gj_demo --dev  # on the dev world, where the settings were chosen
   python launch/demo.py --real_data=                  # leave out the real-data table
 
@@ -24,7 +24,7 @@ import dataclasses
 import importlib.util
 import os
 import pathlib
-import shutil
+import tempfile
 import sys
 import time
 from typing import Optional, Sequence
@@ -56,8 +56,8 @@ REAL_DATA = ("hotpotqa=data/real/hotpotqa_distractor_dev_sample.json",
              "musique=data/real/musique_ans_train_sample.jsonl")
 REAL_MAX_PROMPT_TOKENS = 4096  # their prompts (10-20 paragraphs) run to ~1,800-2,700 tokens: keep all
 
-_WORKDIR = flags.DEFINE_string("workdir", "/tmp/grounding_jax_demo", "Where every stage writes; "
-                               "emptied first (a fresh run each time).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where every stage writes: a new or empty folder "
+                               "(default: a fresh temporary one).")
 _DEV = flags.DEFINE_bool("dev", False, "Run on the dev world (configs/demo.py DEV_SEED).")
 _REAL = flags.DEFINE_list("real_data", [], "READER=FILE pairs (grounding_jax.data.readers; "
                           "repo-relative or absolute) to evaluate the start and GRPO models on, e.g. "
@@ -145,8 +145,9 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
   GRPO model path (<workdir>/sft/hf, the SFT model).
   """
   workdir = pathlib.Path(workdir).absolute()
-  if workdir.exists():
-    shutil.rmtree(workdir)  # a fresh run: the trainers would otherwise resume
+  if workdir.exists() and any(workdir.iterdir()):  # the trainers would resume an earlier run
+    raise ValueError(f"--workdir={workdir} is not empty; give a new folder (or none: a fresh temporary "
+                     "one)")
   clock = Clock(7 if real_data else 6)
   sft_cfg, grpo_cfg = ml_collections.ConfigDict(sft_cfg), ml_collections.ConfigDict(grpo_cfg)
   base_path = os.path.abspath(presets.resolve_model_path(sft_cfg.model.path))
@@ -278,7 +279,8 @@ def main(argv):
   del argv
   sft_cfg, grpo_cfg = load_configs(_DEV.value)
   try:
-    run(_WORKDIR.value, sft_cfg, grpo_cfg, real_data=[p for p in _REAL.value if p],
+    workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="grounding_jax_demo_")
+    run(workdir, sft_cfg, grpo_cfg, real_data=[p for p in _REAL.value if p],
         real_num_examples=_REAL_N.value, dev=_DEV.value)
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"demo: {str(e).splitlines()[0]}")
