@@ -27,7 +27,7 @@ import pathlib
 import tempfile
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Sequence
 
 from absl import app
 from absl import flags
