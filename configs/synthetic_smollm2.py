@@ -2,9 +2,9 @@ r"""The small default: GRPO on SmolLM2-135M-Instruct over the offline synthetic 
 
   python launch/train.py --config=configs/synthetic_smollm2.py --workdir=/tmp/gj_synth
 
-What `make demo` runs. TruthRL's prompt and ternary reward (+1 correct, 0 "I don't know", −1 wrong;
-exact-match judge) on synthetic questions, half of them unanswerable from their passages. On this 2-core
-CPU a step (2 prompts × G=4, 48 new tokens, ~600-token prompts) takes about a minute once compiled
+The smallest GRPO run (`make demo` is configs/demo.py: SFT first, then GRPO). TruthRL's prompt and
+ternary reward (+1 correct, 0 "I don't know", −1 wrong; exact-match judge) on synthetic questions,
+half of them unanswerable from their passages. On this 2-core CPU a step (2 prompts × G=4, 48 new tokens, ~600-token prompts) takes about a minute once compiled
 (measured: sample 8.4 s, update 40.1 s): the update's forward and backward over 8 × ~650 tokens is
 ~4 TFLOP, most of it on the prompts.
 """

