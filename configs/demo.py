@@ -98,6 +98,10 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   presets.runlocal(c, steps=GRPO_STEPS, max_new_tokens=MAX_NEW_TOKENS)  # 4 prompts × G=4, micro 4
   c.stages[0].data.update(_data(seed))  # runlocal sets 64 synthetic examples; the demo trains on 32
   c.rollout.max_prompt_tokens = MAX_PROMPT_TOKENS
+  # One update shape for every step: the sampler's bucketed widths (prompt bucket + max_new_tokens).
+  # With the default (rows cut to multiples of 32) a new width recompiles the update, and compiling
+  # SmolLM2's 30 unrolled remat layers took 18.5 min on the shared CPU (measured, step 1).
+  c.update_loop.length_multiple = 0
   c.advantage.std_ddof = 1
   c.loss.kl_coef = 0.0                  # TruthRL's β = 0.001 needs a reference copy; CPU budget
   # CPU budget: 8 steps of 16 completions need a far higher rate than TruthRL's 1e-6 on an 8B model.
