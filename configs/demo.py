@@ -11,7 +11,12 @@ r"""`make demo`: SmolLM2-135M-Instruct learns to answer from evidence and to abs
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: see README "make demo" (measured wall time and the load average while it ran) — MEASURED below.
+Cost, measured on the shared 2-core CPU (24 GB; load average 5-23 from others' jobs), from a clean
+clone: start evaluation 144 s (with the model load), SFT 251 s (8 steps), SFT evaluation 114 s;
+GRPO's first step 1,131 s, of which 1,108 s compiling the update (30 unrolled remat layers), then
+74-80 s a step. The run did NOT finish: the kernel's OOM killer stopped it at GRPO step 4 (10.7 GB
+resident), and a GRPO-only rerun (launch/train.py, one model copy) at step 2 (11.9 GB). Not yet
+within the 25-minute budget; README "make demo" says what would make it fit.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft` — the SFT warm-up (a
