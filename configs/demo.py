@@ -100,7 +100,11 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   c.workdir = "/tmp/grounding_jax_demo/grpo"
   c.reward.functions = [presets.reward_fn("truthrl", judge=dict(kind="exact_match"))]
   c.stages = [rl_config.stage("demo", num_steps=GRPO_STEPS, recipe="truthrl", data=_data(seed))]
-  presets.runlocal(c, steps=GRPO_STEPS, max_new_tokens=MAX_NEW_TOKENS)  # 4 prompts × G=4, micro 4
+  presets.runlocal(c, steps=GRPO_STEPS, max_new_tokens=MAX_NEW_TOKENS)
+  # Pinned here (presets.runlocal's sizes change with the recipes' shrinks): the sizes measured in
+  # this file's docstring. CPU budget: 4 prompts × G=4, one group per micro-batch.
+  c.rollout.update(dict(prompts_per_step=4, group_size=4))
+  c.update_loop.micro_batch_size = 4
   c.stages[0].data.update(_data(seed))  # runlocal sets 64 synthetic examples; the demo trains on 32
   c.rollout.max_prompt_tokens = MAX_PROMPT_TOKENS
   # One update shape for every step: the sampler's bucketed widths (prompt bucket + max_new_tokens).
