@@ -11,7 +11,12 @@ r"""`make demo`: SmolLM2-135M-Instruct learns to answer from evidence and to abs
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: see README "make demo" (measured wall time and the load average while it ran) — MEASURED below.
+Cost, measured on the shared 2-core CPU (24 GB; load average 5-23 from others' jobs), from a clean
+clone: start evaluation 144 s (with the model load), SFT 251 s (8 steps), SFT evaluation 114 s;
+GRPO's first step 1,131 s, of which 1,108 s compiling the update (30 unrolled remat layers), then
+74-80 s a step. The run did NOT finish: the kernel's OOM killer stopped it at GRPO step 4 (10.7 GB
+resident), and a GRPO-only rerun (launch/train.py, one model copy) at step 2 (11.9 GB). Not yet
+within the 25-minute budget; README "make demo" says what would make it fit.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft` — the SFT warm-up (a
@@ -95,9 +100,17 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   c.workdir = "/tmp/grounding_jax_demo/grpo"
   c.reward.functions = [presets.reward_fn("truthrl", judge=dict(kind="exact_match"))]
   c.stages = [rl_config.stage("demo", num_steps=GRPO_STEPS, recipe="truthrl", data=_data(seed))]
-  presets.runlocal(c, steps=GRPO_STEPS, max_new_tokens=MAX_NEW_TOKENS)  # 4 prompts × G=4, micro 4
+  presets.runlocal(c, steps=GRPO_STEPS, max_new_tokens=MAX_NEW_TOKENS)
+  # Pinned here (presets.runlocal's sizes change with the recipes' shrinks): the sizes measured in
+  # this file's docstring. CPU budget: 4 prompts × G=4, one group per micro-batch.
+  c.rollout.update(dict(prompts_per_step=4, group_size=4))
+  c.update_loop.micro_batch_size = 4
   c.stages[0].data.update(_data(seed))  # runlocal sets 64 synthetic examples; the demo trains on 32
   c.rollout.max_prompt_tokens = MAX_PROMPT_TOKENS
+  # One update shape for every step: the sampler's bucketed widths (prompt bucket + max_new_tokens).
+  # With the default (rows cut to multiples of 32) a new width recompiles the update, and compiling
+  # SmolLM2's 30 unrolled remat layers took 18.5 min on the shared CPU (measured, step 1).
+  c.update_loop.length_multiple = 0
   c.advantage.std_ddof = 1
   c.loss.kl_coef = 0.0                  # TruthRL's β = 0.001 needs a reference copy; CPU budget
   # CPU budget: 8 steps of 16 completions need a far higher rate than TruthRL's 1e-6 on an 8B model.

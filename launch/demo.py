@@ -31,6 +31,7 @@ from typing import Sequence
 
 from absl import app
 from absl import flags
+import jax
 import ml_collections
 
 from grounding_jax import models
@@ -196,6 +197,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
   sft_history = sft.train()
   sft_model = sft.model
   del sft, model  # the optimizer state and the start weights: GRPO needs the memory (24 GB shared)
+  jax.clear_caches()  # and the SFT step's compiled program
   hf_export.export_hf(sft_model, workdir / "sft" / "hf", tokenizer_from=base_path, overwrite=True)
   clock.done("SFT")
 

@@ -64,7 +64,7 @@ def reward_fn(name: str, weight: float = 1.0, **options) -> ml_collections.Confi
 def runlocal(c: ml_collections.ConfigDict, *, steps: int = 16, max_new_tokens: int = 128,
              learning_rate: float = 2e-5) -> ml_collections.ConfigDict:
   """Shrinks a recipe config to a CPU-sized run that gives a learning signal: SmolLM2-135M, synthetic
-  data, 4 prompts × G=8 for `steps` steps (one pass over the 64 training items), 32 held-out
+  data, 2 prompts × G=8 for `steps` steps (half a pass over the 64 training items), 32 held-out
   questions.
 
   Keeps the recipe's algorithm (loss, KL, advantage, DAPO options) so its code path is what runs;
@@ -87,14 +87,16 @@ def runlocal(c: ml_collections.ConfigDict, *, steps: int = 16, max_new_tokens: i
   c.model.compute_dtype = "float32"
   c.model.remat = True   # without it a 135M model's attention scores for 30 layers fill ~10 GB
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=1, tensor=1))
-  c.rollout.prompts_per_step = 4
+  # 16 rows a step: at 4 prompts × G=8 (32 rows) the first GRPO step of GRACE peaked at 13.4 GB and
+  # was OOM-killed on the shared 24 GB machine; more samples per prompt, fewer prompts.
+  c.rollout.prompts_per_step = 2
   c.rollout.group_size = 8
   c.rollout.max_new_tokens = max_new_tokens
   c.rollout.max_prompt_tokens = 1024
   if c.dapo.overlong_shaping:
     c.dapo.overlong_buffer = max_new_tokens // 4
   c.update_loop.num_minibatches = 1
-  c.update_loop.micro_batch_size = 4   # 8 rows' logits (×49k vocabulary) put a step past 9 GB
+  c.update_loop.micro_batch_size = 4
   c.optimizer.update(dict(learning_rate=learning_rate, schedule="constant", warmup_steps=0,
                           warmup_ratio=0.0))
   c.reward.num_workers = 1

@@ -50,7 +50,7 @@ def test_flags_round_trip_equals_in_process():
   in_process = overrides.apply(_load_config(), ov)
   assert _parse_as_train_py(ov).to_dict() == in_process.to_dict()
   # the preset ran (runlocal's model and batch) and every explicit field won over it
-  assert in_process.model.path == presets.SMOLLM2 and in_process.rollout.prompts_per_step == 4
+  assert in_process.model.path == presets.SMOLLM2 and in_process.rollout.prompts_per_step == 2
   assert in_process.rollout.group_size == 2 and in_process.stages[0].num_steps == 7
   assert in_process.model.remat is False and in_process.rollout.stop == ("</a>", "</b>")
   assert in_process.reward.functions[0].options.abstain_reward == -0.5
