@@ -32,6 +32,8 @@ setuptools.setup(
         # HTTP for judges served by vLLM / OpenAI-compatible servers (judges/openai_api.py): timeouts,
         # status codes and Retry-After without the `openai` SDK's own retry loop in the way.
         "requests>=2.31,<3",
+        # Training curves beside every evaluation report (eval/curves.py: report.md's curves.png).
+        "matplotlib>=3.8,<4",
     ],
     extras_require={
         # torch only for parity tests and data tools (pinned: the CPU build on disk).
