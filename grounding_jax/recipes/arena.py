@@ -37,6 +37,7 @@ from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
+from grounding_jax.recipes import gold
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- prompt (note §2.4)
@@ -296,7 +297,7 @@ class Arena(base.Recipe):
     (Table 9 prompt), which needs a model, so ours [DECISION] names each reference and the gold
     evidence it states. style "direct": SFT-direct's target, the short answer alone (note §8)."""
     self._check_style(style, ("default", "direct"))
-    answer_ = base.gold_answer(self.name, example)
+    answer_ = gold.gold_answer(self.name, example)
     if style == "direct":
       return answer_
     if not example.gold_passage_ids:
@@ -304,10 +305,10 @@ class Arena(base.Recipe):
                        "gold_passage_ids; ARENA's target names the supporting references (its data "
                        "are answerable items: stage data.answerable_ratio=1.0).")
     claims = " ".join(f"Reference {', '.join(map(str, ids))} states that {s}" if ids else s
-                      for ids, s in base.gold_support(example))
-    analysis = base.no_angle_brackets(f"{claims} So the answer is {answer_}.")
+                      for ids, s in gold.gold_support(example))
+    analysis = gold.no_angle_brackets(f"{claims} So the answer is {answer_}.")
     return (f"<relevance>\n{sorted(set(example.gold_passage_ids))}\n</relevance>\n\n"
-            f"<analysis>\n{analysis}\n</analysis>\n\n<answer>\n{base.no_angle_brackets(answer_)}\n</answer>")
+            f"<analysis>\n{analysis}\n</analysis>\n\n<answer>\n{gold.no_angle_brackets(answer_)}\n</answer>")
 
 
 RECIPES = {"arena": Arena()}

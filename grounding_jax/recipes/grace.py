@@ -34,6 +34,7 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.judges import prompts as judge_prompts
 from grounding_jax.recipes import base
+from grounding_jax.recipes import gold
 from grounding_jax.recipes import grace_baselines as GB
 from grounding_jax.text import tags
 
@@ -443,8 +444,8 @@ class Grace(base.Recipe):
     if not answerable:
       return SFT_UNANSWERABLE_TARGET
     if not evidence:
-      evidence = [sentence for _, sentence in base.gold_support(example)]
-    answer_ = base.gold_answer(self.name, example)
+      evidence = [sentence for _, sentence in gold.gold_support(example)]
+    answer_ = gold.gold_answer(self.name, example)
     return f"<evidence>{' '.join(evidence)}</evidence><answer>{answer_}</answer>"
 
 

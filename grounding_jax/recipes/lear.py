@@ -44,6 +44,7 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models.tokenizer import load_tokenizer
 from grounding_jax.recipes import base
+from grounding_jax.recipes import gold
 from grounding_jax.recipes import lear_rollout
 from grounding_jax.text import tags
 
@@ -356,12 +357,12 @@ class Lear(base.Recipe):
     template "reader", configs/lear.py:reader)."""
     self._check_style(style, ("default", "reader"))
     if style == "reader":
-      return base.gold_answer(self.name, example)
-    if not base.has_answer_in_context(example):
+      return gold.gold_answer(self.name, example)
+    if not gold.has_answer_in_context(example):
       return (f"<reason>The question asks: {example.question} None of the passages states the "
               "answer.</reason><extract>None of the passages answers the question.</extract>")
-    answer_ = base.gold_answer(self.name, example)
-    support = base.gold_support(example)
+    answer_ = gold.gold_answer(self.name, example)
+    support = gold.gold_support(example)
     steps = " ".join(f"Passage {ids[0]} states that {s}" if ids else s for ids, s in support)
     return (f"<reason>The question asks: {example.question} {steps} So the answer is {answer_}."
             f"</reason><extract>{' '.join(s for _, s in support)}</extract>")

@@ -21,6 +21,7 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import arena
 from grounding_jax.recipes import base
+from grounding_jax.recipes import gold
 from grounding_jax.text import tags
 
 # The naive-GRPO baseline prompt (commented out in the same file); trailing space after "**Question**:".
@@ -130,12 +131,12 @@ class Naive(base.Recipe):
     (ARENA note §8) [DECISION]: the think names the references that state the gold evidence; with
     none (the baseline has no abstention) it says the answer is recalled."""
     self._check_style(style)
-    answer_ = base.gold_answer(self.name, example)
-    support = base.gold_support(example) if base.has_answer_in_context(example) else []
+    answer_ = gold.gold_answer(self.name, example)
+    support = gold.gold_support(example) if gold.has_answer_in_context(example) else []
     reason = (" ".join(f"Reference {ids[0]} states that {s}" if ids else s for ids, s in support)
               or "The references do not state it; the answer is recalled.")
-    think = base.no_angle_brackets(f"{reason} So the answer is {answer_}.")
-    return f"<think>{think}</think>\n<answer>{base.no_angle_brackets(answer_)}</answer>"
+    think = gold.no_angle_brackets(f"{reason} So the answer is {answer_}.")
+    return f"<think>{think}</think>\n<answer>{gold.no_angle_brackets(answer_)}</answer>"
 
 
 RECIPES = {"naive": Naive()}

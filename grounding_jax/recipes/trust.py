@@ -47,6 +47,7 @@ from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import base
+from grounding_jax.recipes import gold
 from grounding_jax.recipes import trust_prompts
 from grounding_jax.recipes import trust_score
 from grounding_jax.text import tags
@@ -372,15 +373,15 @@ class Trust(base.Recipe):
     sentence when the documents lack the answer. The paper's SFT data are Trust-Align's GPT-4
     answers (note §5, [EXT-TA]), which have no <think> and cannot be rebuilt offline, so [DECISION]:
     the statements are the gold evidence sentences citing the passages that hold them
-    (base.gold_support); without evidence, each gold answer cites the documents whose
+    (gold.gold_support); without evidence, each gold answer cites the documents whose
     meta["answers_found"] flag it (else the gold passages); QAMPARI answers are one cited item per
     gold answer, comma-separated; ELI5 / ExpertQA state the gold claims. The think names the cited
     documents."""
     self._check_style(style)
-    if not base.has_answer_in_context(example):
+    if not gold.has_answer_in_context(example):
       return ("<think>None of the documents contains the answer.</think>"
               f"<answer>{text.REFUSAL_SENTENCE}</answer>")
-    base.gold_answer(self.name, example)  # raises when there are no answers
+    gold.gold_answer(self.name, example)  # raises when there are no answers
     dataset = (example.meta or {}).get("dataset", "asqa")
     gold_ids = tuple(example.gold_passage_ids[:3])
     found = (example.meta or {}).get("answers_found")
@@ -394,7 +395,7 @@ class Trust(base.Recipe):
                      if isinstance(flags, (list, tuple)) and g < len(flags) and flags[g])
         statements.append(((docs or gold_ids)[:1 if dataset == "qampari" else 3], group[0].strip()))
     else:
-      statements = base.gold_support(example)
+      statements = gold.gold_support(example)
 
     def cite(ids: tuple[int, ...]) -> str:
       return "".join(f"[{i}]" for i in ids)

@@ -42,6 +42,7 @@ from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
+from grounding_jax.recipes import gold
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- prompts (note §2.2–2.4)
@@ -339,12 +340,12 @@ class TruthRL(base.Recipe):
     (note §8); note §9 item 15 [DECISION] fixes this layout with an empty or short think. Ours cites
     the documents that state the gold evidence, as the prompt numbers them (`Document [i]`)."""
     self._check_style(style)
-    if not base.has_answer_in_context(example) or (example.meta or {}).get("ook") is True:
+    if not gold.has_answer_in_context(example) or (example.meta or {}).get("ook") is True:
       return ("<think>None of the documents states the answer to the question.</think>\n"
               "\\boxed{I don't know}")
-    answer_ = base.gold_answer(self.name, example)
+    answer_ = gold.gold_answer(self.name, example)
     facts = " ".join(f"Document [{ids[0]}] states: {s}" if ids else s
-                     for ids, s in base.gold_support(example))
+                     for ids, s in gold.gold_support(example))
     return f"<think>{facts} So the answer is {answer_}.</think>\n\\boxed{{{answer_}}}"
 
 
