@@ -11,7 +11,8 @@ the run before stage 1 trains. Each line names the field, its value and what is 
 
 A pure function of the config and the files it names: it loads no model, reads no weights and
 touches no device. Reward names and options, and prompt recipes, belong to the recipe registry; the
-caller passes its checks in (`check_reward`, `check_recipe`).
+caller passes its checks in (`check_reward`, `check_recipe`). How a field is read and a bad value
+reported (FieldChecker, ConfigError) is rl/field_checks.py's; this file says what each field must be.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional
 
 import ml_collections
 
@@ -33,6 +34,8 @@ from grounding_jax.rl import advantages
 from grounding_jax.rl import losses
 from grounding_jax.rl import presets
 from grounding_jax.rl import reward_pool
+# ConfigError is raised here and caught by callers as config_checks.ConfigError.
+from grounding_jax.rl.field_checks import MISSING, ConfigError, FieldChecker
 from grounding_jax.sampling import rollout as rollout_lib
 
 # Allowed values of the enums that only the trainer reads, in one place.
@@ -47,111 +50,6 @@ RewardCheck = Callable[[str, Mapping[str, Any]], Optional[tuple[float, float]]]
 # check_recipe(name, rollout_options) raises ValueError/KeyError for a recipe the registry does not
 # know, or rollout options (config.rollout.options) its rollout does not take.
 RecipeCheck = Callable[[str, Mapping[str, Any]], None]
-
-
-class ConfigError(ValueError):
-  """One or more config values are invalid; the message has one line per value."""
-
-  def __init__(self, problems: Sequence[str]):
-    self.problems = list(problems)
-    super().__init__(f"{len(self.problems)} invalid config value(s):\n  " + "\n  ".join(self.problems))
-
-
-_MISSING = object()
-
-
-class _Checker:
-  """Reads fields by dotted name and collects one problem line per bad value."""
-
-  def __init__(self, config):
-    self.config = config
-    self.problems: list[str] = []
-
-  def get(self, field: str, root=None) -> Any:
-    node = self.config if root is None else root
-    for part in field.split("."):
-      if isinstance(node, (Mapping, ml_collections.ConfigDict)) and part in node:
-        node = node[part]
-      else:
-        return _MISSING
-    return node
-
-  def bad(self, field: str, value: Any, rule: str) -> None:
-    self.problems.append(f"config.{field}={value!r}: {rule}")
-
-  def value(self, field: str, root=None, prefix: str = "") -> Any:
-    v = self.get(field, root)
-    if v is _MISSING:
-      self.problems.append(f"config.{prefix}{field}: missing (configs start from "
-                           "grounding_jax.rl.config.default_config())")
-    return v
-
-  # --- typed checks; each returns the value when it is valid, else None
-  def integer(self, field, lo=None, hi=None, why="", root=None, prefix=""):
-    v = self.value(field, root, prefix)
-    if v is _MISSING:
-      return None
-    ok = isinstance(v, numbers.Integral) and not isinstance(v, bool)
-    if ok and (lo is None or v >= lo) and (hi is None or v <= hi):
-      return int(v)
-    span = (f">= {lo}" if hi is None else f"in [{lo}, {hi}]") if lo is not None else f"<= {hi}"
-    self.bad(prefix + field, v, f"must be an integer {span}{f' ({why})' if why else ''}")
-    return None
-
-  def number(self, field, lo=None, hi=None, lo_open=False, hi_open=False, none_ok=False, why="",
-             root=None, prefix=""):
-    v = self.value(field, root, prefix)
-    if v is _MISSING:
-      return None
-    if v is None and none_ok:
-      return None
-    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-    if ok and lo is not None:
-      ok = v > lo if lo_open else v >= lo
-    if ok and hi is not None:
-      ok = v < hi if hi_open else v <= hi
-    if ok:
-      return float(v)
-    lo_s = "" if lo is None else f"{'(' if lo_open else '['}{lo}"
-    hi_s = "" if hi is None else f"{hi}{')' if hi_open else ']'}"
-    if lo is not None and hi is not None:
-      span = f"in {lo_s}, {hi_s}"
-    elif lo is not None:
-      span = f"{'>' if lo_open else '>='} {lo}"
-    elif hi is not None:
-      span = f"{'<' if hi_open else '<='} {hi}"
-    else:
-      span = "finite"
-    self.bad(prefix + field, v, f"must be a finite number {span}{' or None' if none_ok else ''}"
-             f"{f' ({why})' if why else ''}")
-    return None
-
-  def choice(self, field, allowed, why="", root=None, prefix=""):
-    v = self.value(field, root, prefix)
-    if v is _MISSING:
-      return None
-    if isinstance(v, str) and v in allowed:
-      return v
-    self.bad(prefix + field, v, f"must be one of {tuple(allowed)}{f' ({why})' if why else ''}")
-    return None
-
-  def boolean(self, field, none_ok=False, root=None, prefix=""):
-    v = self.value(field, root, prefix)
-    if v is _MISSING:
-      return None
-    if isinstance(v, bool) or (none_ok and v is None):
-      return v
-    self.bad(prefix + field, v, f"must be True or False{' or None' if none_ok else ''}")
-    return None
-
-  def strings(self, field, root=None, prefix=""):
-    v = self.value(field, root, prefix)
-    if v is _MISSING:
-      return None
-    if isinstance(v, (list, tuple)) and all(isinstance(s, str) and s for s in v):
-      return tuple(v)
-    self.bad(prefix + field, v, "must be a list of non-empty strings")
-    return None
 
 
 def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
@@ -172,7 +70,7 @@ def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
   Raises:
     ConfigError: one line per invalid value, each naming the field, the value and what is allowed.
   """
-  ck = _Checker(config)
+  ck = FieldChecker(config)
   _check_model(ck, need_model_path)
   _check_mesh(ck)
   _check_rollout(ck, process_count)
@@ -193,11 +91,11 @@ def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
   ck.boolean("perf.metrics")
   ck.boolean("perf.startup_report")
   cache = ck.value("compile_cache_dir")
-  if cache is not _MISSING and not isinstance(cache, str):
+  if cache is not MISSING and not isinstance(cache, str):
     ck.bad("compile_cache_dir", cache, "must be a folder path, or '' for no persistent cache")
   ck.integer("seed", lo=0)
   workdir = ck.value("workdir")
-  if workdir is not _MISSING and not (isinstance(workdir, str) and workdir):
+  if workdir is not MISSING and not (isinstance(workdir, str) and workdir):
     ck.bad("workdir", workdir, "must be a non-empty path (checkpoints and logs go there)")
   if ck.problems:
     raise ConfigError(ck.problems)
@@ -208,7 +106,7 @@ def _message(e: Exception) -> str:
   return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
 
 
-def _check_model(ck: _Checker, need_path: bool) -> None:
+def _check_model(ck: FieldChecker, need_path: bool) -> None:
   ck.choice("model.param_dtype", MODEL_DTYPES)
   ck.choice("model.compute_dtype", MODEL_DTYPES)
   ck.boolean("model.remat")
@@ -216,7 +114,7 @@ def _check_model(ck: _Checker, need_path: bool) -> None:
   ck.boolean("model.scan_layers")
   _check_lora(ck)
   path = ck.value("model.path")
-  if not need_path or path is _MISSING:
+  if not need_path or path is MISSING:
     return
   if not isinstance(path, str) or not path:
     ck.bad("model.path", path, f"must be an HF folder (config.json + safetensors) or "
@@ -226,9 +124,9 @@ def _check_model(ck: _Checker, need_path: bool) -> None:
            f"safetensors) or {presets.SMOLLM2!r}")
 
 
-def _check_lora(ck: _Checker) -> None:
+def _check_lora(ck: FieldChecker) -> None:
   """model.lora (models/lora.py): the adapters' rank, scale, dropout and target projections."""
-  if ck.get("model.lora") is _MISSING:  # configs written before LoRA: full fine-tuning
+  if ck.get("model.lora") is MISSING:  # configs written before LoRA: full fine-tuning
     return
   rank = ck.integer("model.lora.rank", lo=0, why="0 = full fine-tuning, no adapters")
   ck.number("model.lora.alpha", lo=0, lo_open=True, why="the adapters' scale is alpha / rank")
@@ -245,15 +143,15 @@ def _check_lora(ck: _Checker) -> None:
 
 def check_lora(config: ml_collections.ConfigDict) -> None:
   """Raises ConfigError naming each bad model.lora value (for trainers without check_config: SFT)."""
-  ck = _Checker(config)
+  ck = FieldChecker(config)
   _check_lora(ck)
   if ck.problems:
     raise ConfigError(ck.problems)
 
 
-def _check_mesh(ck: _Checker) -> None:
+def _check_mesh(ck: FieldChecker) -> None:
   mesh = ck.value("mesh")
-  if mesh is _MISSING:
+  if mesh is MISSING:
     return
   sizes = dict(mesh.items()) if hasattr(mesh, "items") else {}
   if not sizes:
@@ -265,7 +163,7 @@ def _check_mesh(ck: _Checker) -> None:
     ck.bad("mesh", dict(sizes), "at most one axis may be -1 (all remaining devices)")
 
 
-def _check_rollout(ck: _Checker, process_count: int) -> None:
+def _check_rollout(ck: FieldChecker, process_count: int) -> None:
   prompts = ck.integer("rollout.prompts_per_step", lo=1, why="prompts per GRPO step, all hosts")
   group = ck.integer("rollout.group_size", lo=2, why="GRPO's baseline is the group mean: a group of "
                      "one has advantage 0 in every advantage option, so nothing trains")
@@ -283,7 +181,7 @@ def _check_rollout(ck: _Checker, process_count: int) -> None:
   if overlong == "drop" and ck.get("rollout.max_prompt_tokens") == 0:
     ck.bad("rollout.overlong_prompts", overlong, "'drop' needs rollout.max_prompt_tokens > 0")
   options = ck.value("rollout.options")
-  if options is not _MISSING and not hasattr(options, "items"):
+  if options is not MISSING and not hasattr(options, "items"):
     ck.bad("rollout.options", options, "must be a dict of the recipe's rollout options")
   if prompts and process_count > 1 and prompts % process_count:
     ck.bad("rollout.prompts_per_step", prompts,
@@ -306,7 +204,7 @@ def _check_rollout(ck: _Checker, process_count: int) -> None:
     _check_overlong(ck, max_new)
 
 
-def _check_overlong(ck: _Checker, max_new: int) -> None:
+def _check_overlong(ck: FieldChecker, max_new: int) -> None:
   if ck.get("dapo.overlong_shaping") is True:
     buffer = ck.get("dapo.overlong_buffer")
     if isinstance(buffer, bool) or not isinstance(buffer, numbers.Integral) or \
@@ -316,7 +214,7 @@ def _check_overlong(ck: _Checker, max_new: int) -> None:
              "dapo.overlong_shaping is on (DAPO Eq. 13's L_cache)")
 
 
-def _check_reward(ck: _Checker, functions: Any, field: str,
+def _check_reward(ck: FieldChecker, functions: Any, field: str,
                   check_reward: Optional[RewardCheck]) -> None:
   on_error = ck.choice("reward.on_error", reward_pool.ON_ERROR,
                        why="'min' scores failed rows at the reward's floor, 'skip' drops their "
@@ -324,8 +222,8 @@ def _check_reward(ck: _Checker, functions: Any, field: str,
   if field == "reward.functions":
     ck.integer("reward.num_workers", lo=0, why="0 = score in the trainer process")
     ck.number("reward.timeout_seconds", lo=0, lo_open=True)
-  if functions is _MISSING or not isinstance(functions, (list, tuple)) or not functions:
-    ck.bad(field, functions if functions is not _MISSING else None,
+  if functions is MISSING or not isinstance(functions, (list, tuple)) or not functions:
+    ck.bad(field, functions if functions is not MISSING else None,
            "must be a non-empty list of {name, weight, options} (presets.reward_fn)")
     return
   for i, fn in enumerate(functions):
@@ -334,9 +232,9 @@ def _check_reward(ck: _Checker, functions: Any, field: str,
     weight = ck.number("weight", root=fn, prefix=f"{where}.")
     options = ck.get("options", fn)
     if not isinstance(name, str) or not name:
-      ck.bad(f"{where}.name", None if name is _MISSING else name, "must name a reward")
+      ck.bad(f"{where}.name", None if name is MISSING else name, "must name a reward")
       continue
-    if options is _MISSING:
+    if options is MISSING:
       options = {}
     if not hasattr(options, "items"):
       ck.bad(f"{where}.options", options, "must be a dict of the reward's keyword options")
@@ -357,17 +255,17 @@ def _check_reward(ck: _Checker, functions: Any, field: str,
                "reward.on_error='skip' or 'raise'")
 
 
-def _check_advantage(ck: _Checker) -> None:
+def _check_advantage(ck: FieldChecker) -> None:
   ck.choice("advantage.scale", advantages.SCALES)
   ddof = ck.value("advantage.std_ddof")
-  if ddof is not _MISSING and (isinstance(ddof, bool) or ddof not in (0, 1)):
+  if ddof is not MISSING and (isinstance(ddof, bool) or ddof not in (0, 1)):
     ck.bad("advantage.std_ddof", ddof, "must be 0 (population std, LEAR) or 1 (unbiased, TRL)")
   ck.number("advantage.std_floor", lo=0, why="LEAR Eq. 11: 0.1")
   ck.number("advantage.eps", lo=0)
   ck.boolean("advantage.leave_one_out")
 
 
-def _check_dapo(ck: _Checker) -> None:
+def _check_dapo(ck: FieldChecker) -> None:
   ck.boolean("dapo.dynamic_sampling")
   ck.integer("dapo.max_sampling_rounds", lo=0, why="extra rollout rounds per step when refilling")
   ck.boolean("dapo.overlong_shaping")
@@ -377,7 +275,7 @@ def _check_dapo(ck: _Checker) -> None:
   ck.boolean("dapo.mask_truncated")
 
 
-def _check_loss(ck: _Checker) -> None:
+def _check_loss(ck: FieldChecker) -> None:
   ck.number("loss.clip_eps_low", lo=0, hi=1, hi_open=True, why="the ratio floor is 1 − ε_low")
   ck.number("loss.clip_eps_high", lo=0)
   ck.number("loss.dual_clip", lo=1, lo_open=True, none_ok=True, why="GRACE: 10.0")
@@ -391,9 +289,9 @@ def _check_loss(ck: _Checker) -> None:
   ck.boolean("loss.logprob_remat")
 
 
-def _check_optimizer(ck: _Checker, opt: Any, field: str) -> None:
-  if opt is _MISSING or not hasattr(opt, "items"):
-    ck.bad(field, None if opt is _MISSING else opt, "must be an optimizer section")
+def _check_optimizer(ck: FieldChecker, opt: Any, field: str) -> None:
+  if opt is MISSING or not hasattr(opt, "items"):
+    ck.bad(field, None if opt is MISSING else opt, "must be an optimizer section")
     return
   p = f"{field}."
   ck.number("learning_rate", lo=0, lo_open=True, root=opt, prefix=p)
@@ -411,7 +309,7 @@ def _check_optimizer(ck: _Checker, opt: Any, field: str) -> None:
   ck.number("max_grad_norm", lo=0, none_ok=True, why="0 or None = no clipping", root=opt, prefix=p)
 
 
-def _check_health(ck: _Checker) -> None:
+def _check_health(ck: FieldChecker) -> None:
   ck.integer("health.max_consecutive_nonfinite", lo=0, why="0 = never stop")
   for bound in ("entropy_min", "kl_max", "clip_frac_max", "logprob_gap_mean_max",
                 "logprob_gap_peak_max"):
@@ -419,9 +317,9 @@ def _check_health(ck: _Checker) -> None:
   ck.number("health.param_norm_ratio_max", lo=0, lo_open=True, none_ok=True, why="None = no bound")
 
 
-def _check_stages(ck: _Checker, check_reward, check_recipe, read_data: bool) -> None:
+def _check_stages(ck: FieldChecker, check_reward, check_recipe, read_data: bool) -> None:
   stages = ck.value("stages")
-  if stages is _MISSING:
+  if stages is MISSING:
     return
   if not isinstance(stages, (list, tuple)) or not stages:
     ck.bad("stages", stages, "must be a non-empty list of rl.config.stage(...)")
@@ -431,16 +329,16 @@ def _check_stages(ck: _Checker, check_reward, check_recipe, read_data: bool) -> 
     p = f"stages[{i}]."
     name = names[i]
     if not isinstance(name, str) or not name:
-      ck.bad(p + "name", None if name is _MISSING else name, "must be a non-empty string")
+      ck.bad(p + "name", None if name is MISSING else name, "must be a non-empty string")
     elif names.count(name) > 1:
       ck.bad(p + "name", name, f"must be unique (stages are told apart by name; names: {names})")
     ck.integer("num_steps", lo=1, root=st, prefix=p)
     functions = ck.get("reward.functions", st)
-    if functions not in (_MISSING, None) and functions != []:
+    if functions not in (MISSING, None) and functions != []:
       _check_reward(ck, functions, p + "reward.functions", check_reward)
     for section in ("optimizer", "loss"):  # what the trainer builds (rl/setup.stage_config)
       overrides, base = ck.get(section, st), ck.get(section)
-      if overrides in (_MISSING, None) or not len(overrides) or not hasattr(base, "to_dict"):
+      if overrides in (MISSING, None) or not len(overrides) or not hasattr(base, "to_dict"):
         continue
       unknown = sorted(set(overrides) - set(base))
       if unknown:
@@ -451,7 +349,7 @@ def _check_stages(ck: _Checker, check_reward, check_recipe, read_data: bool) -> 
         _check_optimizer(ck, merged, p + "optimizer")
     recipe = ck.get("recipe", st)
     if not isinstance(recipe, str) or not recipe:
-      ck.bad(p + "recipe", None if recipe is _MISSING else recipe, "must name a recipe")
+      ck.bad(p + "recipe", None if recipe is MISSING else recipe, "must name a recipe")
     elif check_recipe is not None:
       options = ck.get("rollout.options")
       try:
@@ -461,9 +359,9 @@ def _check_stages(ck: _Checker, check_reward, check_recipe, read_data: bool) -> 
     _check_data(ck, st, p + "data.", read_data)
 
 
-def _check_data(ck: _Checker, st, p: str, read_data: bool) -> None:
+def _check_data(ck: FieldChecker, st, p: str, read_data: bool) -> None:
   data = ck.get("data", st)
-  if data is _MISSING:
+  if data is MISSING:
     ck.bad(p.rstrip("."), None, "missing (rl.config.stage() builds one)")
     return
   ck.boolean("shuffle", root=data, prefix=p)
@@ -475,7 +373,7 @@ def _check_data(ck: _Checker, st, p: str, read_data: bool) -> None:
   elif kind == "jsonl" and read_data:
     path = ck.get("path", data)
     if not isinstance(path, str) or not path:
-      ck.bad(p + "path", None if path is _MISSING else path,
+      ck.bad(p + "path", None if path is MISSING else path,
              "must name a JSONL file of examples (launch/build_data.py writes one)")
     elif not os.path.isfile(path):
       ck.bad(p + "path", path, "no such file; check the path (launch/build_data.py writes one)")
