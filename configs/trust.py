@@ -30,7 +30,7 @@ config. `:reasoning` is the default (thinking on: the policy writes its own <thi
 
 import ml_collections
 
-from grounding_jax.recipes import trust
+from grounding_jax.recipes import trust_reward
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 
@@ -69,7 +69,7 @@ def get_config(arg=None):
     c.rollout.enable_thinking = False
     for fns in [c.reward.functions] + [st.reward.get("functions") or [] for st in c.stages]:
       for fn in fns:
-        fn.options.forced_prefix = trust.QWEN3_NO_THINKING_PREFIX
+        fn.options.forced_prefix = trust_reward.QWEN3_NO_THINKING_PREFIX
   if arg and "runlocal" in arg:
     presets.runlocal(c, max_new_tokens=128)  # gold completions: ≤ 53 SmolLM2 tokens
     c.stages[0].num_steps, c.stages[1].num_steps = 4, 12   # the paper's stage 1 is the short one
