@@ -1,5 +1,5 @@
 """Orbax checkpoints of a training state: arrays (params, optimizer state, PRNG key) plus JSON metadata,
-with a checksum of every array, written and verified here.
+with a checksum of every array (checksums.py), written and verified here.
 
 A checkpoint is `<dir>/<step>/` written by an orbax CheckpointManager with two items:
   arrays  — every leaf of the state pytree, flattened to {"000000": leaf, ...} so that any pytree
@@ -31,11 +31,11 @@ import re
 from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
 from grounding_jax import paths
+from grounding_jax.checksums import checksums
 
 _ITEMS = ("arrays", "meta")
 
@@ -67,65 +67,6 @@ def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
   arrays = {f"{i:06d}": leaf for i, (_, leaf) in enumerate(leaves_with_paths)}
   paths = [jax.tree_util.keystr(p) for p, _ in leaves_with_paths]
   return arrays, paths
-
-
-def _as_words(x: jax.Array) -> jax.Array:
-  """The bits of `x` as a flat uint32 vector (one word per element; two per 64-bit element)."""
-  if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-    x = jax.random.key_data(x)
-  size = jnp.dtype(x.dtype).itemsize
-  if x.dtype == jnp.bool_:
-    x = x.astype(jnp.uint8)
-  if size == 4:
-    return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
-  if size == 8:  # bitcast to a narrower type appends a dimension of 2
-    return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
-  narrow = {2: jnp.uint16, 1: jnp.uint8}[size]
-  return jax.lax.bitcast_convert_type(x, narrow).reshape(-1).astype(jnp.uint32)
-
-
-def _digest_one(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """(uint32[2] checksum, bool all-finite) of one array.
-
-  Two wrapping uint32 sums over the elements' bits: Σ u_i·(2i+1) and Σ fmix32(u_i ⊕ i·φ) (murmur3's
-  finaliser, a bijection). A changed element always changes both sums (odd weights; bijection), so
-  any one changed element is caught, and a random corruption goes unseen with probability ~2⁻⁶⁴.
-  Integer sums are exact in any order, so the value does not depend on the sharding that computes it.
-  """
-  u = _as_words(x)
-  i = jnp.arange(u.shape[0], dtype=jnp.uint32)
-  s1 = jnp.sum(u * (i * jnp.uint32(2) + jnp.uint32(1)), dtype=jnp.uint32)
-  h = u ^ (i * jnp.uint32(0x9E3779B9))
-  h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
-  h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
-  h = h ^ (h >> 16)
-  s2 = jnp.sum(h, dtype=jnp.uint32)
-  if jnp.issubdtype(x.dtype, jnp.inexact):
-    finite = jnp.all(jnp.isfinite(x))
-  else:
-    finite = jnp.bool_(True)
-  return jnp.stack([s1, s2]), finite
-
-
-@jax.jit
-def _digests(arrays: dict) -> dict:
-  return {k: _digest_one(v) for k, v in arrays.items()}
-
-
-def checksums(arrays: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, bool]]:
-  """({name: 16-hex-digit checksum}, {name: all values finite}) of a flat dict of arrays, computed
-  where the arrays live (sharded and multi-host arrays are not gathered): one jitted pass per set of
-  devices holding them (host numpy arrays count as one set)."""
-  groups: dict[Any, dict] = {}
-  for k, v in arrays.items():
-    devices = v.sharding.device_set if isinstance(v, jax.Array) else None
-    groups.setdefault(None if devices is None else frozenset(devices), {})[k] = v
-  out = {}
-  for group in groups.values():
-    out.update(jax.device_get(_digests(group)))
-  sums = {k: f"{int(d[0]):08x}{int(d[1]):08x}" for k, (d, _) in out.items()}
-  finite = {k: bool(f) for k, (_, f) in out.items()}
-  return sums, finite
 
 
 def _dtype_name(x) -> str:
