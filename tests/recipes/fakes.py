@@ -1,7 +1,7 @@
 """Deterministic judge fakes for tests whose assertions are about the recipe logic around a judge.
 
 Real judges (transformers NLI, LLM judges) live in grounding_jax/judges/ and are tested in
-tests/judges/test_judges.py.
+tests/judges/test_nli.py and test_llm.py.
 """
 
 import numpy as np
