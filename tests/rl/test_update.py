@@ -1,12 +1,12 @@
 """The jitted update on a tiny model: finite-difference gradients, exact micro-batching, 8-device parity,
-ARENA's log-prob temperature and per-micro-batch token means."""
+padding trims, remat, shared prompts and bucketed widths, ARENA's log-prob temperature and
+per-micro-batch token means. The non-finite guard: test_update_guard.py."""
 
 import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 from flax import nnx
 
@@ -16,34 +16,8 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import logprobs
 from grounding_jax.rl import losses
 from grounding_jax.rl import update
-
-N, LP, L = 8, 6, 5
-
-
-def _batch(vocab, seed=0):
-  rng = np.random.default_rng(seed)
-  prompt_mask = np.ones((N, LP), bool)
-  for i in range(N):
-    prompt_mask[i, :rng.integers(0, 3)] = False  # left padding
-  loss_mask = np.zeros((N, L), bool)
-  for i in range(N):
-    loss_mask[i, :rng.integers(1, L + 1)] = True
-  return dict(
-      prompt_ids=rng.integers(3, vocab, (N, LP)).astype(np.int32), prompt_mask=prompt_mask,
-      completion_ids=rng.integers(3, vocab, (N, L)).astype(np.int32), loss_mask=loss_mask,
-      advantages=rng.normal(size=N).astype(np.float32),
-      old_logp=np.log(rng.uniform(0.005, 0.05, (N, L))).astype(np.float32),
-      ref_logp=np.log(rng.uniform(0.005, 0.05, (N, L))).astype(np.float32))
-
-
-def _micro(batch, n_micro):
-  return {k: jnp.asarray(v).reshape(n_micro, N // n_micro, *v.shape[1:]) for k, v in batch.items()}
-
-
-SETTINGS = update.UpdateSettings(  # every loss option on at once
-    loss=losses.PolicyLossConfig(clip_eps_high=0.28, dual_clip=3.0, kl_coef=0.1, kl_estimator="k3",
-                                 entropy_coef=0.01, aggregation="seq_mean_token_mean"),
-    temperature=0.8, chunk_size=48, remat=True)
+from update_cases import (L, LP, N, SETTINGS, assert_same_update, micro_batches, random_batch,
+                          reference_update, update_grads)
 
 
 @pytest.fixture(scope="module")
@@ -51,39 +25,16 @@ def tiny(tiny_checkpoint):
   return tiny_checkpoint("llama")
 
 
-def _grad_capture():
-  # An "optimizer" whose state is the last gradient: the step hands back exactly what it computed.
-  return optax.GradientTransformation(lambda p: jax.tree.map(jnp.zeros_like, p),
-                                      lambda g, s, p=None: (jax.tree.map(jnp.zeros_like, g), g))
-
-
-def _grads(model, batch, n_micro, mesh=None, settings=SETTINGS, packed_width=None):
-  graphdef, params, rest = update.split_model(model)
-  opt = _grad_capture()
-  step = update.make_train_step(graphdef, opt, settings)
-  mb = _micro(batch, n_micro)
-  if mesh is None:
-    _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width)
-  else:
-    mb = {k: jax.device_put(v, parallel.logical_sharding((None, "batch") + (None,) * (v.ndim - 2),
-                                                          v.shape, mesh)) for k, v in mb.items()}
-    with parallel.use_mesh(mesh):
-      _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width)
-  return jax.device_get(grads), jax.device_get(metrics)
-
-
 @pytest.fixture(scope="module")
 def reference(tiny):
-  """Gradient and metrics of one update: 1 device, 2 micro-batches."""
-  batch = _batch(96)
-  return batch, *_grads(models.load_pretrained(tiny), batch, 2)
+  return reference_update(tiny)
 
 
 def test_gradient_matches_finite_differences(tiny, reference):
   batch, grads, metrics = reference
   model = models.load_pretrained(tiny)
   graphdef, params, rest = update.split_model(model)
-  batch = _micro(batch, 2)
+  batch = micro_batches(batch, 2)
 
   @jax.jit
   def loss_at(p):
@@ -111,33 +62,23 @@ def test_gradient_matches_finite_differences(tiny, reference):
   np.testing.assert_allclose(analytic, fd, rtol=2e-2, atol=1e-4)
 
 
-def _assert_same(got, want):
-  g_grads, g_metrics = got
-  w_grads, w_metrics = want
-  for name in ("loss", "kl", "entropy", "clip_frac", "ratio_mean", "ratio_min", "ratio_max",
-               "grad_norm"):
-    np.testing.assert_allclose(g_metrics[name], w_metrics[name], rtol=1e-5, err_msg=name)
-  for a, b in zip(jax.tree.leaves(g_grads), jax.tree.leaves(w_grads)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
-
-
 def test_micro_batching_is_exact(tiny, reference):
   batch, grads, metrics = reference
-  _assert_same(_grads(models.load_pretrained(tiny), batch, 1), (grads, metrics))
+  assert_same_update(update_grads(models.load_pretrained(tiny), batch, 1), (grads, metrics))
 
 
 def test_8_device_sharded_update_equals_1_device(tiny, reference):
   batch, grads, metrics = reference
   mesh = parallel.make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
-  _assert_same(_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh), (grads, metrics))
+  assert_same_update(update_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh), (grads, metrics))
 
 
 def test_logprob_fn_matches_sampler_convention(tiny):
   model = models.load_pretrained(tiny)
   graphdef, params, rest = update.split_model(model)
-  batch = _batch(96, seed=4)
+  batch = random_batch(96, seed=4)
   fn = update.make_logprob_fn(graphdef, SETTINGS)
-  got = fn(params, rest, _micro(batch, 2)).reshape(N, L)
+  got = fn(params, rest, micro_batches(batch, 2)).reshape(N, L)
   ids = np.concatenate([batch["prompt_ids"], batch["completion_ids"]], 1)
   mask = np.concatenate([batch["prompt_mask"], batch["loss_mask"]], 1)
   logits = np.asarray(model(jnp.asarray(ids), jnp.asarray(mask)), np.float64)[:, LP - 1:LP - 1 + L] / 0.8
@@ -164,7 +105,7 @@ def test_trimming_padding_columns_is_exact(tiny, reference):
   assert trimmed["prompt_ids"].shape == (N, lp) and trimmed["old_logp"].shape == (N, lc)
   n_padded = {k: v.shape[1] for k, v in padded.items() if v.ndim == 2}
   assert n_padded["prompt_ids"] == LP + 4
-  _assert_same(_grads(models.load_pretrained(tiny), trimmed, 2), (grads, metrics))
+  assert_same_update(update_grads(models.load_pretrained(tiny), trimmed, 2), (grads, metrics))
 
 
 @pytest.mark.parametrize("policy", ["full", "save_dots"])
@@ -173,7 +114,7 @@ def test_remat_policies_give_the_same_update(tiny, reference, policy):
   the math, whatever the layer keeps."""
   batch, grads, metrics = reference
   model = models.load_pretrained(tiny, remat=True, remat_policy=policy)
-  _assert_same(_grads(model, batch, 2), (grads, metrics))
+  assert_same_update(update_grads(model, batch, 2), (grads, metrics))
 
 
 def test_unknown_remat_policy_is_a_clear_error(tiny):
@@ -184,7 +125,7 @@ def test_unknown_remat_policy_is_a_clear_error(tiny):
 def test_logprob_fn_on_a_rematerialised_model(tiny):
   """The reference / old log-prob pass runs the model inside lax.map; with remat on it once raised
   flax's TraceContextError (nnx.remat wrote block state back across trace levels)."""
-  batch = _micro({k: v for k, v in _batch(96, seed=5).items()}, 2)
+  batch = micro_batches({k: v for k, v in random_batch(96, seed=5).items()}, 2)
   out = []
   for remat in (False, True):
     graphdef, params, rest = update.split_model(models.load_pretrained(tiny, remat=remat))
@@ -200,11 +141,11 @@ def test_shared_prompt_update_equals_per_row(tiny, group_size, mesh_axes, tight)
   """Running each group's prompt once with its completions packed after it (UpdateSettings.group_size)
   gives the per-row update and the per-row reference log-probs, also when the groups do not divide
   the mesh's batch shards."""
-  batch = _batch(96, seed=6)
+  batch = random_batch(96, seed=6)
   for k in ("prompt_ids", "prompt_mask"):  # rows in groups of `group_size` share a prompt
     batch[k] = np.repeat(batch[k][::group_size], group_size, axis=0)
   batch["loss_mask"][1, 1] = False  # a hole inside a completion stays attended
-  want = _grads(models.load_pretrained(tiny), batch, 2)  # the update donates the model's params
+  want = update_grads(models.load_pretrained(tiny), batch, 2)  # the update donates the model's params
   shared = dataclasses.replace(SETTINGS, group_size=group_size)
   width = update.packed_width(batch, group_size) if tight else None
   if tight:
@@ -212,106 +153,15 @@ def test_shared_prompt_update_equals_per_row(tiny, group_size, mesh_axes, tight)
         sum(np.flatnonzero(batch["loss_mask"][r])[-1] + 1 for r in range(i, i + group_size))
         for i in range(0, N, group_size))
   mesh = parallel.make_mesh(mesh_axes) if mesh_axes else None
-  _assert_same(_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh, settings=shared,
+  assert_same_update(update_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh, settings=shared,
                       packed_width=width), want)
   graphdef, params, rest = update.split_model(models.load_pretrained(tiny, mesh=mesh))
-  lps = [np.asarray(update.make_logprob_fn(graphdef, s)(params, rest, _micro(batch, 2),
+  lps = [np.asarray(update.make_logprob_fn(graphdef, s)(params, rest, micro_batches(batch, 2),
                                                         packed_width=w))
          for s, w in ((SETTINGS, None), (shared, width))]
-  real = _micro(batch, 2)["loss_mask"]  # values after a row's last loss token are arbitrary
+  real = micro_batches(batch, 2)["loss_mask"]  # values after a row's last loss token are arbitrary
   np.testing.assert_allclose(np.where(real, lps[1], 0), np.where(real, lps[0], 0), rtol=1e-5,
                              atol=1e-5)
-
-
-# ---------------------------------------------------------------- the non-finite guard (issue 18)
-
-
-def _host(tree):
-  return [np.array(x) for x in jax.tree.leaves(tree)]  # copies: the step donates its inputs
-
-
-@pytest.fixture(scope="module")
-def adam_step(tiny):
-  """(step, fresh): one AdamW train step compiled for every guard test (the learning rate lives in
-  the optimizer state, so the lr = 1e6 case reuses it); fresh() -> (params, rest, opt_state)."""
-  opt = optax.inject_hyperparams(optax.adamw)(learning_rate=1e-2)
-  graphdef, _, _ = update.split_model(models.load_pretrained(tiny))
-  step = update.make_train_step(graphdef, opt, SETTINGS)
-
-  def fresh(lr=1e-2):
-    _, params, rest = update.split_model(models.load_pretrained(tiny))
-    opt_state = opt.init(params)
-    opt_state.hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
-    return params, rest, opt_state
-
-  return step, fresh
-
-
-def test_a_finite_step_is_the_plain_optimizer_update(adam_step, reference):
-  """A finite step passes the guard's select unchanged: its params are AdamW applied to the
-  reference gradient. To rounding: the programs fuse differently, and AdamW's first step
-  (lr · g / (|g| + eps), lr = 1e-2) turns gradient rounding into ~1e-7 here."""
-  batch, grads, metrics = reference
-  step, fresh = adam_step
-  params, rest, opt_state = fresh()
-  want = optax.apply_updates(params, optax.adamw(1e-2).update(grads, optax.adamw(1e-2).init(params),
-                                                               params)[0])
-  want = _host(want)
-  got, _, m = step(params, rest, opt_state, _micro(batch, 2))
-  for a, b in zip(_host(got), want):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  assert float(m["nonfinite/skipped"]) == 0 and update.nonfinite_name(m["nonfinite/first"]) is None
-  np.testing.assert_allclose(m["loss"], metrics["loss"], rtol=1e-6)
-
-
-@pytest.mark.parametrize("case,first", [
-    ("nan_advantage", "advantage"), ("inf_advantage_on_a_masked_row", "advantage"),
-    ("inf_ref_logp", "loss"),       # k3 KL: exp(inf) − inf − 1
-    ("inf_old_logp", "gradient"),   # ratio = inf: the clipped loss stays finite, its gradient does not
-])
-def test_a_nonfinite_batch_applies_no_update(adam_step, reference, case, first):
-  good = reference[0]
-  batch = {k: v.copy() for k, v in good.items()}
-  if case == "nan_advantage":
-    batch["advantages"][3] = np.nan
-  elif case == "inf_advantage_on_a_masked_row":
-    batch["loss_mask"][6] = False
-    batch["advantages"][6] = np.inf
-  elif case == "inf_ref_logp":
-    batch["ref_logp"][2, 0] = np.inf
-  else:
-    batch["old_logp"][5, 0] = -np.inf
-  step, fresh = adam_step
-  params, rest, opt_state = fresh()
-  params, opt_state, m = step(params, rest, opt_state, _micro(good, 2))  # one good step first
-  before = _host((params, opt_state))
-  params, opt_state, m = step(params, rest, opt_state, _micro(batch, 2))
-  assert float(m["nonfinite/skipped"]) == 1 and update.nonfinite_name(m["nonfinite/first"]) == first
-  for a, b in zip(_host((params, opt_state)), before):
-    np.testing.assert_array_equal(a, b)
-  # The run goes on: the next finite batch updates again.
-  params, opt_state, m = step(params, rest, opt_state, _micro(good, 2))
-  assert float(m["nonfinite/skipped"]) == 0
-  assert not all(np.array_equal(a, b) for a, b in zip(_host(params), before))
-
-
-def test_an_overflowing_learning_rate_is_stopped_before_parameters_turn_nonfinite(adam_step, reference):
-  """lr = 1e6 drives the parameters to ~1e8 in two steps; then the gradient overflows and each such
-  step is skipped, leaving finite parameters and the optimizer state as they were."""
-  step, fresh = adam_step
-  params, rest, opt_state = fresh(lr=1e6)
-  skipped = []
-  for _ in range(4):
-    before = _host((params, opt_state))
-    params, opt_state, m = step(params, rest, opt_state, _micro(reference[0], 2))
-    skipped.append(float(m["nonfinite/skipped"]))
-    if skipped[-1]:
-      assert update.nonfinite_name(m["nonfinite/first"]) in ("loss", "gradient", "update")
-      for a, b in zip(_host((params, opt_state)), before):
-        np.testing.assert_array_equal(a, b)
-    assert all(np.isfinite(x).all() for x in _host(params))
-  assert skipped[0] == 0 and skipped[-1] == 1
-  assert max(np.abs(x).max() for x in _host(params)) > 1e5  # it did blow up before the guard caught it
 
 
 def _arena_like_config(**loss):
@@ -340,7 +190,7 @@ def test_arena_update_raw_logits_and_per_micro_batch_token_means(tiny):
   # of each group of rows its own token mean, the group losses averaged; re-derived here in numpy
   # from the model's temperature-1 log-probs.
   model = models.load_pretrained(tiny)
-  batch = {k: v for k, v in _batch(96, seed=4).items() if k != "old_logp"}  # on-policy: μ = 1
+  batch = {k: v for k, v in random_batch(96, seed=4).items() if k != "old_logp"}  # on-policy: μ = 1
   settings = update.settings_from_config(
       _arena_like_config(logprob_temperature=1.0, aggregation="micro_token_mean", micro_batch_rows=2))
   assert settings.on_policy and settings.temperature == 1.0 and settings.loss.micro_batch_rows == 2
@@ -351,11 +201,11 @@ def test_arena_update_raw_logits_and_per_micro_batch_token_means(tiny):
   tok = -batch["advantages"][:, None] + 0.04 * 0.5 * (batch["ref_logp"] - lp) ** 2  # ratio ≡ 1
   want = np.mean([(tok[i:i + 2] * mask[i:i + 2]).sum() / mask[i:i + 2].sum() for i in range(0, N, 2)])
   for n_micro in (1, 2):  # the update donates the parameters: a fresh model each time
-    _, metrics = _grads(models.load_pretrained(tiny), batch, n_micro, settings=settings)
+    _, metrics = update_grads(models.load_pretrained(tiny), batch, n_micro, settings=settings)
     np.testing.assert_allclose(metrics["loss"], want, rtol=1e-5)
   sampling = update.settings_from_config(
       _arena_like_config(aggregation="micro_token_mean", micro_batch_rows=2))
-  _, metrics = _grads(models.load_pretrained(tiny), batch, 2, settings=sampling)
+  _, metrics = update_grads(models.load_pretrained(tiny), batch, 2, settings=sampling)
   assert abs(float(metrics["loss"]) - want) > 1e-5  # T = 0.9 log-probs give another KL term
 
 
@@ -379,10 +229,10 @@ def test_bucketed_widths_give_the_exact_update(tiny):
   shared-prompt update equals the per-row update of the unpadded batch."""
   from grounding_jax.rl import host_batch  # pylint: disable=g-import-not-at-top
   group_size = 4
-  batch = _batch(96, seed=7)
+  batch = random_batch(96, seed=7)
   for k in ("prompt_ids", "prompt_mask"):
     batch[k] = np.repeat(batch[k][::group_size], group_size, axis=0)
-  want = _grads(models.load_pretrained(tiny), batch, 2)
+  want = update_grads(models.load_pretrained(tiny), batch, 2)
   padded = dict(batch)
   for k in ("prompt_ids", "prompt_mask"):
     padded[k] = np.concatenate([np.zeros((N, 4), batch[k].dtype), batch[k]], axis=1)
@@ -397,5 +247,5 @@ def test_bucketed_widths_give_the_exact_update(tiny):
            for i in (0, N // 2)]
   assert all(w % 8 == 0 and w >= t for w, t in zip(widths, tight)) and widths != tight
   shared = dataclasses.replace(SETTINGS, group_size=group_size)
-  _assert_same(_grads(models.load_pretrained(tiny), trimmed, 2, settings=shared,
+  assert_same_update(update_grads(models.load_pretrained(tiny), trimmed, 2, settings=shared,
                       packed_width=widths), want)
