@@ -20,8 +20,14 @@ $(STAMP): setup.py Makefile
 
 venv: $(STAMP)
 
+# Two pytest workers (pytest-xdist): CI has 2 cores, and most tests are single-threaded compiles and
+# dispatch, so one pytest process leaves the second core mostly idle. Each worker imports
+# tests/conftest.py, so each gets its 8 fake devices; they share the compile cache in .cache/jax_tests.
+# Each worker peaks at ~6 GB resident; TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q tests
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
 
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python launch/demo.py

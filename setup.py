@@ -39,6 +39,8 @@ setuptools.setup(
         # torch only for parity tests and data tools (pinned: the CPU build on disk).
         "test": [
             "pytest>=8,<10",
+            # `make test` runs the suite in 2 worker processes (-n 2), one per CI core.
+            "pytest-xdist>=3.5,<4",
             "hypothesis>=6.100,<7",
             "torch==2.13.0",
             "gguf>=0.16,<1",
