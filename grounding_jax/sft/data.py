@@ -82,7 +82,8 @@ def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
 
 def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
   """One row per Example: `messages` = the recipe's prompt (template data.template), `target` = its
-  gold completion (style data.target).
+  gold completion (style data.target). With data.answerable_only, Examples whose context lacks the
+  answer (`answerable` False) give no row.
 
   Raises:
     ValueError: an unknown recipe, template or target style, no Examples, or an Example the target
@@ -93,6 +94,8 @@ def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
                      f"{recipes.available_recipes()}")
   recipe = recipes.get_recipe(data.recipe)
   examples, source = load_examples(data)
+  if data.get("answerable_only", False):  # a bool field: ConfigDict refuses other types
+    examples = [ex for ex in examples if ex.answerable is not False]
   if not examples:
     raise ValueError(f"{source}: no Examples to build SFT rows from")
   rows = []

@@ -58,6 +58,8 @@ def default_config() -> ml_collections.ConfigDict:
       num_examples=256,           # kind "recipe": synthetic Examples (0 = all of a JSONL)
       seed=0,                     # kind "recipe": the synthetic world's seed
       answerable_ratio=0.5,       # kind "recipe": synthetic questions answerable from their passages
+      answerable_only=False,      # kind "recipe": rows of the answerable Examples only (the warm-up
+                                  # teaches the answer format; abstaining is left to RL to discover)
       prompt_as_user_turn=False,  # True: wrap a row's "prompt" as one user turn of the chat template
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 template switch
       max_prompt_tokens=1024,     # longer prompts lose tokens on the left

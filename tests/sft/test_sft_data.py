@@ -108,3 +108,14 @@ def test_recipe_rows_errors_name_the_example_and_the_fix():
     sft_data.load_rows(_recipe_config(source="jsonl"))
   with pytest.raises(ValueError, match="data.source='web'"):
     sft_data.load_rows(_recipe_config(source="web"))
+
+
+def test_answerable_only_keeps_the_rows_whose_context_holds_the_answer():
+  from grounding_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  examples = synthetic.generate_examples(6, seed=1, answerable_ratio=0.5)
+  every = sft_data.load_rows(_recipe_config())
+  kept = sft_data.load_rows(_recipe_config(answerable_only=True))
+  assert len(every) == 6 and len(kept) == 3
+  answerable = [row for row, ex in zip(every, examples, strict=True) if ex.answerable]
+  assert [(r.messages, r.target) for r in kept] == [(r.messages, r.target) for r in answerable]
+  assert not any("I don't know" in row.target for row in kept)
