@@ -1,4 +1,4 @@
-r"""`make demo`: SmolLM2-135M-Instruct learns to answer from evidence and to abstain, and the table shows it.
+r"""`make demo`: SFT then GRPO train SmolLM2-135M-Instruct to answer from the passages; the table shows it.
 
   python launch/demo.py                               # = make demo (a fresh temporary workdir)
   python launch/demo.py --workdir=/tmp/gj_demo --dev  # on the dev world, where the settings were chosen
@@ -171,8 +171,9 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
       raise ValueError(f"--real_data={spec}: expected READER=FILE, e.g. {REAL_DATA[0]}")
     real[reader] = (path, list(readers.read_dataset(reader, ROOT / path, limit=real_num_examples)))
     harness.check_examples(real[reader][1], settings, rewards)
-  # batch 8: a 4,096-token KV cache for 32 rows would take ~6 GB
-  real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=8)
+  # Batch 2: with batch 8 the prefill of ~4,096-token prompts took the process to 18 GB resident and
+  # the OOM killer (measured; 8 rows x 4,096^2 attention scores per head are 4.8 GB a layer in f32).
+  real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=2)
   cmds = commands(workdir, dev)
 
   def evaluate(model, tokenizer, name, exs=examples, how=settings):

@@ -19,8 +19,13 @@ def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_q
     stage = grpo_cfg.stages[0].data
     assert (sft_cfg.data.seed, sft_cfg.data.num_examples, sft_cfg.data.answerable_ratio) == (
         stage.seed, stage.num_examples, stage.answerable_ratio)
-    sft_questions = {ex.question for ex in sft_data.load_examples(sft_cfg.data)[0]}
-    assert sft_questions == {ex.question for ex in splits.load(stage)}
+    grpo_examples = splits.load(stage)
+    # SFT's rows are the answerable half of GRPO's draw (sft_cfg.data.answerable_only).
+    sft_questions = {row.messages[-1]["content"] for row in sft_data.load_rows(sft_cfg.data)}
+    answerable = [ex for ex in grpo_examples if ex.answerable]
+    assert len(sft_questions) == len(answerable) == len(grpo_examples) // 2
+    assert all(any(ex.question in q for q in sft_questions) for ex in answerable)
+    sft_questions = {ex.question for ex in grpo_examples}
     held = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples, [stage])
     assert len(held) == grpo_cfg.evals.num_examples and not sft_questions & {ex.question for ex in held}
   # The dev world (where settings were chosen) shares no question with the reported one.
@@ -33,6 +38,7 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   sft_cfg.model.path = grpo_cfg.model.path = str(tiny_smollm2_dir)
   sft_cfg.data.num_examples = grpo_cfg.stages[0].data.num_examples = 8
   sft_cfg.data.max_completion_tokens = 16
+  sft_cfg.batch_size = sft_cfg.micro_batch_size = 2  # the 4 answerable rows: 2 steps
   sft_cfg.checkpoint.every_steps = 2
   grpo_cfg.stages[0].num_steps = 2
   grpo_cfg.rollout.update(dict(prompts_per_step=2, group_size=4, max_new_tokens=8))
