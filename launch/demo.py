@@ -172,7 +172,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
     real[reader] = (path, list(readers.read_dataset(reader, ROOT / path, limit=real_num_examples)))
     harness.check_examples(real[reader][1], settings, rewards)
   # Batch 2: with batch 8 the prefill of ~4,096-token prompts took the process to 18 GB resident and
-  # the OOM killer (measured; 8 rows x 4,096^2 attention scores per head are 4.8 GB a layer in f32).
+  # the OOM killer (measured); 8 rows x 9 heads x 4,096^2 f32 attention scores alone are 4.8 GB a layer.
   real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=2)
   cmds = commands(workdir, dev)
 

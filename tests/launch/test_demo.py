@@ -25,9 +25,9 @@ def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_q
     answerable = [ex for ex in grpo_examples if ex.answerable]
     assert len(sft_questions) == len(answerable) == len(grpo_examples) // 2
     assert all(any(ex.question in q for q in sft_questions) for ex in answerable)
-    sft_questions = {ex.question for ex in grpo_examples}
+    trained = {ex.question for ex in grpo_examples}  # SFT's questions are among them
     held = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples, [stage])
-    assert len(held) == grpo_cfg.evals.num_examples and not sft_questions & {ex.question for ex in held}
+    assert len(held) == grpo_cfg.evals.num_examples and not trained & {ex.question for ex in held}
   # The dev world (where settings were chosen) shares no question with the reported one.
   assert not ({ex.question for ex in splits.load(demo.load_configs(True)[1].stages[0].data)}
               & {ex.question for ex in splits.load(demo.load_configs(False)[1].stages[0].data)})
