@@ -124,9 +124,10 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   c.update_loop.micro_batch_size = 8
   c.stages[0].data.update(_data(seed))  # the demo's own draw (seed, answerable share)
   c.rollout.max_prompt_tokens = MAX_PROMPT_TOKENS
-  # One update shape for every step: the sampler's bucketed widths (prompt bucket + max_new_tokens).
-  # With the default (rows cut to multiples of 32) a new width recompiles the update, and compiling
-  # SmolLM2's 30 unrolled remat layers took 18.5 min on the shared CPU (measured, step 1).
+  # One update shape per sampler prompt bucket (bucket + max_new_tokens; ~420-token prompts span two
+  # or three of sampling.bucket_length's widths), instead of one per packed width in multiples of 32.
+  # In the reported run steps 2, 5 and 9 compiled 16 s, 6 s and 6 s more (step 1: 21 s), most likely
+  # new prompt buckets (not traced). Unrolled layers once took 18.5 min to compile step 1.
   c.update_loop.length_multiple = 0
   c.advantage.std_ddof = 1
   c.loss.kl_coef = 0.0                  # TruthRL's β = 0.001 needs a reference copy; CPU budget
