@@ -125,16 +125,10 @@ def commands(workdir: pathlib.Path, dev: bool) -> dict[str, str]:
 
 def _training_notes(history: Sequence[dict]) -> list[str]:
   """GRPO's per-step signal, first → last step: reward, zero-variance groups, truncation."""
-  def series(key):
-    return [r[key] for r in history if key in r]
-  out = []
-  for key, label in (("reward/mean", "training reward"), ("zero_variance_frac", "zero-variance group "
-                     "fraction"), ("completion_length/truncated_frac", "truncated fraction"),
-                     ("entropy", "entropy")):
-    v = series(key)
-    if v:
-      out.append(f"{label}: step 1 {v[0]:.3g} → step {len(v)} {v[-1]:.3g} (mean {sum(v) / len(v):.3g})")
-  return out
+  labels = {"reward/mean": "training reward", "zero_variance_frac": "zero-variance group fraction",
+            "truncated_frac": "truncated fraction", "entropy": "entropy"}
+  return [f"{labels[k]}: step 1 {v['first']:.3g} → step {v['steps']} {v['last']:.3g} "
+          f"(mean {v['mean']:.3g})" for k, v in report.training_signal(history, labels).items()]
 
 
 def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,

@@ -47,7 +47,6 @@ from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data import splits
 from grounding_jax.data import synthetic
-from grounding_jax.eval import bootstrap
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
@@ -168,12 +167,8 @@ def sft_warmup(config, steps: int) -> str:
 
 def training_fractions(history: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
   """{metric: {"first", "last", "mean"}} of the trainer's per-step TRAIN_FRACTIONS."""
-  out = {}
-  for k in TRAIN_FRACTIONS:
-    v = [float(r[k]) for r in history if k in r]
-    if v:
-      out[k] = {"first": v[0], "last": v[-1], "mean": float(np.mean(v))}
-  return out
+  return {k: {s: v[s] for s in ("first", "last", "mean")}
+          for k, v in report.training_signal(history, TRAIN_FRACTIONS).items()}
 
 
 def summary_rows(recipe_name: str, results, versus_start, versus_previous) -> list[dict[str, Any]]:

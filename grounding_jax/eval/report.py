@@ -33,6 +33,18 @@ LABELS = {"reward": "reward", "accuracy_answerable": "acc. answerable",
           "abstention_unanswerable": "abstain unanswerable"}
 
 
+def training_signal(history: Sequence[Mapping[str, Any]], keys: Sequence[str]
+                    ) -> dict[str, dict[str, float]]:
+  """{key: {"first", "last", "mean", "steps"}} of a training run's per-step logged values (the
+  trainer's history rows); keys never logged are left out."""
+  out = {}
+  for key in keys:
+    v = [float(row[key]) for row in history if key in row]
+    if v:
+      out[key] = {"first": v[0], "last": v[-1], "mean": sum(v) / len(v), "steps": len(v)}
+  return out
+
+
 def columns(recipe_name: str, results: Sequence[ModelResult]) -> list[str]:
   """The table's metric columns: the paper's, then reward, the answerable / unanswerable pair and
   the k-sample metrics, keeping only those some row has."""
