@@ -19,7 +19,8 @@ took start evaluation 87 s (with the model load), SFT 123 s (8 steps), SFT evalu
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft` — the SFT warm-up (a
 launch/sft.py config); `dev` — both on the dev world (world seed DEV_SEED instead of WORLD_SEED);
-`runlocal` — the same as none (every configs/*.py has a :runlocal).
+`world=N` — both on world N (another dev world: `python launch/demo.py --world=N`); `runlocal` — the
+same as none (every configs/*.py has a :runlocal).
 
 Why TruthRL. Its ternary reward (+1 correct, 0 `\boxed{I don't know}`, −1 wrong or no box) scores
 both things a grounded model must do with one short, exactly-checkable answer: answer from the
@@ -141,9 +142,17 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
 
 def get_config(arg=None):
   parts = [p for p in (arg or "").split(",") if p]
-  unknown = [p for p in parts if p not in PRESETS]
+  worlds = [p for p in parts if p.startswith("world=")]
+  unknown = [p for p in parts if p not in PRESETS and p not in worlds]
   if unknown:
     raise ValueError(f"configs/demo.py:{arg}: unknown preset(s) {unknown}; expected a comma-separated "
-                     f"subset of {PRESETS}")
+                     f"subset of {PRESETS} and at most one world=N (N an integer seed)")
+  if len(worlds) + ("dev" in parts) > 1:
+    raise ValueError(f"configs/demo.py:{arg}: name one world: dev, or world=N, not both")
   seed = DEV_SEED if "dev" in parts else WORLD_SEED
+  if worlds:
+    value = worlds[0].partition("=")[2]
+    if not value.lstrip("-").isdigit() or int(value) < 0:
+      raise ValueError(f"configs/demo.py:{arg}: world={value!r} must be a non-negative integer seed")
+    seed = int(value)
   return sft_config(seed) if "sft" in parts else grpo_config(seed)

@@ -2,6 +2,7 @@ r"""`make demo`: SFT then GRPO train SmolLM2-135M-Instruct to answer from the pa
 
   python launch/demo.py                               # = make demo (a fresh temporary workdir)
   python launch/demo.py --workdir=/tmp/gj_demo --dev  # on the dev world, where the settings were chosen
+  python launch/demo.py --world=5                     # on world 5 (any seed but the reported one: a dev world)
   python launch/demo.py --real_data=                  # leave out the real-data table
 
 In one process and one model load, on the synthetic grounded-QA world (configs/demo.py says which
@@ -60,19 +61,27 @@ REAL_MAX_PROMPT_TOKENS = 4096  # their prompts (10-20 paragraphs) run to ~1,800-
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where every stage writes: a new or empty folder "
                                "(default: a fresh temporary one).")
 _DEV = flags.DEFINE_bool("dev", False, "Run on the dev world (configs/demo.py DEV_SEED).")
+_WORLD = flags.DEFINE_integer("world", None, "Run on the synthetic world of this seed "
+                              "(configs/demo.py:world=N); default: the reported world.")
 _REAL = flags.DEFINE_list("real_data", [], "READER=FILE pairs (grounding_jax.data.readers; "
                           "repo-relative or absolute) to evaluate the start and GRPO models on, e.g. "
                           f"--real_data={','.join(REAL_DATA)}; empty = none (past the CPU budget).")
 _REAL_N = flags.DEFINE_integer("real_num_examples", 24, "Questions of each real-data file.")
 
 
-def load_configs(dev: bool = False) -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
-  """(SFT config, GRPO config) of configs/demo.py (the dev world with `dev`)."""
+def world_preset(dev: bool = False, world: int | None = None) -> str:
+  """configs/demo.py's world preset: "" (the reported world), "dev" or "world=N"."""
+  if dev and world is not None:
+    raise ValueError(f"--dev and --world={world}: give one")
+  return "dev" if dev else ("" if world is None else f"world={world}")
+
+
+def load_configs(world: str = "") -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
+  """(SFT config, GRPO config) of configs/demo.py on `world` (a `world_preset`)."""
   spec = importlib.util.spec_from_file_location("demo_config", CONFIG)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  suffix = ",dev" if dev else ""
-  return module.get_config("sft" + suffix), module.get_config(suffix.lstrip(",") or None)
+  return module.get_config(",".join(["sft"] + [world] * bool(world))), module.get_config(world or None)
 
 
 @dataclasses.dataclass
@@ -108,10 +117,10 @@ class Clock:
                       "shared).", "", "| stage | seconds | load |", "|---|---|---|", *rows])
 
 
-def commands(workdir: pathlib.Path, dev: bool) -> dict[str, str]:
+def commands(workdir: pathlib.Path, world: str = "") -> dict[str, str]:
   """The command that reproduces each row (and stage) on its own."""
-  arg = ":dev" if dev else ""
-  sft_arg = ":sft,dev" if dev else ":sft"
+  arg = f":{world}" if world else ""
+  sft_arg = f":sft,{world}" if world else ":sft"
   w = str(workdir)
   return {
       "SFT": f"python launch/sft.py --config=configs/demo.py{sft_arg} --workdir={w}/sft",
@@ -133,7 +142,7 @@ def _training_notes(history: Sequence[dict]) -> list[str]:
 
 def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
         grpo_cfg: ml_collections.ConfigDict, *, real_data: Sequence[str] = (),
-        real_num_examples: int = 24, dev: bool = False, progress: bool = True) -> dict:
+        real_num_examples: int = 24, world: str = "", progress: bool = True) -> dict:
   """Runs every stage (module doc); returns {"results", "intervals", "vs_sft", "report", "real"}.
 
   The configs are used as given except for their workdirs (<workdir>/sft, <workdir>/grpo) and the
@@ -168,7 +177,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
   # Batch 2: with batch 8 the prefill of ~4,096-token prompts took the process to 18 GB resident and
   # the OOM killer (measured); 8 rows x 9 heads x 4,096^2 f32 attention scores alone are 4.8 GB a layer.
   real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=2)
-  cmds = commands(workdir, dev)
+  cmds = commands(workdir, world)
 
   def evaluate(model, tokenizer, name, exs=examples, how=settings):
     result = harness.evaluate_model(model, tokenizer, exs, how, rewards=rewards, name=name,
@@ -257,7 +266,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
               report.table(settings.recipe, pair, ivs), "",
               f"Reproduce: `python launch/build_data.py --recipe=truthrl --source={name} "
               f"--eval_input={source} --output_dir={workdir}/data_{name}` then `python "
-              f"launch/evaluate.py --config=configs/demo.py{':dev' if dev else ''} --model=smollm2 "
+              f"launch/evaluate.py --config=configs/demo.py{':' + world if world else ''} --model=smollm2 "
               f"--model={workdir}/grpo --label=start --label=GRPO --data={workdir}/data_{name}/eval.jsonl "
               f"--num_examples={len(pair[0].ids)} --config.rollout.max_prompt_tokens="
               f"{REAL_MAX_PROMPT_TOKENS} --output_dir={workdir}/eval_{name}`", ""]
@@ -274,11 +283,12 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
 
 def main(argv):
   del argv
-  sft_cfg, grpo_cfg = load_configs(_DEV.value)
   try:
+    world = world_preset(_DEV.value, _WORLD.value)
+    sft_cfg, grpo_cfg = load_configs(world)
     workdir = _WORKDIR.value or tempfile.mkdtemp(prefix="grounding_jax_demo_")
     run(workdir, sft_cfg, grpo_cfg, real_data=[p for p in _REAL.value if p],
-        real_num_examples=_REAL_N.value, dev=_DEV.value)
+        real_num_examples=_REAL_N.value, world=world)
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"demo: {str(e).splitlines()[0]}")
 

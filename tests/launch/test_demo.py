@@ -14,8 +14,8 @@ demo = load("demo", "demo_script")
 
 
 def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_questions():
-  for dev in (False, True):
-    sft_cfg, grpo_cfg = demo.load_configs(dev)
+  for world in ("", "dev", "world=5"):
+    sft_cfg, grpo_cfg = demo.load_configs(world)
     stage = grpo_cfg.stages[0].data
     assert (sft_cfg.data.seed, sft_cfg.data.num_examples, sft_cfg.data.answerable_ratio) == (
         stage.seed, stage.num_examples, stage.answerable_ratio)
@@ -29,8 +29,9 @@ def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_q
     held = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples, [stage])
     assert len(held) == grpo_cfg.evals.num_examples and not trained & {ex.question for ex in held}
   # The dev world (where settings were chosen) shares no question with the reported one.
-  assert not ({ex.question for ex in splits.load(demo.load_configs(True)[1].stages[0].data)}
-              & {ex.question for ex in splits.load(demo.load_configs(False)[1].stages[0].data)})
+  assert not ({ex.question for ex in splits.load(demo.load_configs("dev")[1].stages[0].data)}
+              & {ex.question for ex in splits.load(demo.load_configs()[1].stages[0].data)})
+  assert demo.load_configs("world=5")[1].stages[0].data.seed == 5
 
 
 def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_path, capsys):
