@@ -21,12 +21,21 @@ from grounding_jax.data.schema import Example
 KINDS = ("synthetic", "jsonl")
 
 
+def unanswerable_context(spec: Mapping[str, Any]) -> str:
+  """A synthetic spec's `unanswerable` (synthetic.UNANSWERABLE_CONTEXTS; "mentions" when absent)."""
+  value = spec.get("unanswerable") or "mentions"
+  if value not in synthetic.UNANSWERABLE_CONTEXTS:
+    raise ValueError(f"data.unanswerable={value!r}; expected one of {synthetic.UNANSWERABLE_CONTEXTS}")
+  return value
+
+
 def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
   """The examples a data spec names (the first `limit` of a file when given)."""
   kind = spec["kind"]
   if kind == "synthetic":
     return synthetic.generate_examples(int(spec["num_examples"]), seed=int(spec["seed"]),
-                                       answerable_ratio=float(spec["answerable_ratio"]))
+                                       answerable_ratio=float(spec["answerable_ratio"]),
+                                       unanswerable=unanswerable_context(spec))
   if kind == "jsonl":
     if not spec.get("path"):
       raise ValueError("data.kind='jsonl' needs data.path (a JSONL file of Examples)")
@@ -49,4 +58,5 @@ def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[M
   world_seed = int(synthetic_train[0]["seed"]) if synthetic_train else int(spec["seed"])
   return synthetic.held_out_examples(int(num_examples), train=train,
                                      world=synthetic.build_world(world_seed), seed=int(spec["seed"]),
-                                     answerable_ratio=float(spec["answerable_ratio"]))
+                                     answerable_ratio=float(spec["answerable_ratio"]),
+                                     unanswerable=unanswerable_context(spec))

@@ -8,7 +8,10 @@ model cannot answer from memory: the answer is in the context or it is nowhere.
 
 Answerable contexts hold every gold passage plus distractors; unanswerable contexts drop every gold
 passage and backfill with distractors that mention the same entities (the question's subject, the
-bridge, the answer), so the model must read rather than match names. Facts are one short sentence so a
+bridge, the answer), so the model must read rather than match names (`unanswerable="mentions"`, the
+default). `unanswerable="unrelated"` backfills instead with passages that name none of the question's
+entities — the easier case of retrieval that found nothing relevant: whether the question's subject is
+named at all tells the two kinds apart. Facts are one short sentence so a
 135M-parameter model can learn to copy the answer.
 
 Usage:
@@ -36,6 +39,7 @@ _PRODUCTS = ("bicycles", "lamps", "ropes", "clocks", "boots", "kettles", "maps",
              "radios")
 
 QUESTION_TYPES = ("capital", "lives_in", "founder", "capital_of_home", "home_of_founder")
+UNANSWERABLE_CONTEXTS = ("mentions", "unrelated")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,9 +140,10 @@ def _question(world: World, qtype: str, rng: random.Random):
 
 
 def _distractors(world: World, gold: Sequence[str], involved: Sequence[str], n: int,
-                 rng: random.Random) -> list[Passage]:
+                 rng: random.Random, related_first: bool = True) -> list[Passage]:
   """`n` non-gold passages: those naming the question's subject (`involved[0]`) first, then those
-  naming any other involved entity, then random ones; shuffled within each tier."""
+  naming any other involved entity, then random ones; shuffled within each tier. Without
+  `related_first`, only passages that name no involved entity."""
   others = [e for e in sorted(world.passages) if e not in gold]
   subject = [e for e in others if involved[0] in world.passages[e].text]
   related = [e for e in others if e not in subject
@@ -146,7 +151,11 @@ def _distractors(world: World, gold: Sequence[str], involved: Sequence[str], n: 
   rest = [e for e in others if e not in subject and e not in related]
   for tier in (subject, related, rest):
     rng.shuffle(tier)
-  return [world.passages[e] for e in (subject + related + rest)[:n]]
+  chosen = (subject + related + rest) if related_first else rest
+  if len(chosen) < n:
+    raise ValueError(f"synthetic world: only {len(chosen)} passages name none of {list(involved)}; "
+                     f"need {n} (fewer num_passages, or a larger world: num_countries)")
+  return [world.passages[e] for e in chosen[:n]]
 
 
 def _evidence(sentences: list[str], join: bool) -> tuple[str, ...]:
@@ -155,7 +164,8 @@ def _evidence(sentences: list[str], join: bool) -> tuple[str, ...]:
 
 def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: float = 0.5,
                       two_hop_ratio: float = 0.3, num_passages: int = 5, num_countries: int = 12,
-                      world: World | None = None, join_evidence: bool = False) -> list[Example]:
+                      world: World | None = None, join_evidence: bool = False,
+                      unanswerable: str = "mentions") -> list[Example]:
   """Generates grounded-QA `Example`s from a seeded world.
 
   Args:
@@ -168,6 +178,8 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
     world: reuse a world (e.g. train and eval sets over the same facts with different seeds).
     join_evidence: store a two-hop question's evidence sentences as ONE reference string, as GRACE
       does for HotpotQA (ROUGE against the joined pair rewards quoting both hops).
+    unanswerable: what fills an unanswerable context (UNANSWERABLE_CONTEXTS): "mentions", passages
+      naming the question's entities (the module doc), or "unrelated", passages naming none of them.
 
   Returns:
     Examples with `answers` (answer + one alias), and for answerable ones the gold `evidence`
@@ -180,6 +192,8 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
     raise ValueError(f"two_hop_ratio={two_hop_ratio}: must be in [0, 1].")
   if num_passages < 2:
     raise ValueError(f"num_passages={num_passages}: need at least 2 so two-hop gold fits.")
+  if unanswerable not in UNANSWERABLE_CONTEXTS:
+    raise ValueError(f"unanswerable={unanswerable!r}: expected one of {UNANSWERABLE_CONTEXTS}.")
   world = world if world is not None else build_world(seed, num_countries)
   rng = random.Random(f"synthetic-examples-{seed}")
   n_ans = round(num_examples * answerable_ratio)
@@ -197,7 +211,8 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
       context = [world.passages[e] for e in gold]
       context += _distractors(world, gold, involved, num_passages - len(context), rng)
     else:
-      context = _distractors(world, gold, involved, num_passages, rng)
+      context = _distractors(world, gold, involved, num_passages, rng,
+                             related_first=unanswerable == "mentions")
     rng.shuffle(context)
     gold_ids = {world.passages[e].id for e in gold}
     final_id = world.passages[gold[-1]].id
@@ -219,7 +234,7 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
 
 def held_out_examples(num_examples: int, *, train: Sequence[Example], world: World, seed: int = 0,
                       answerable_ratio: float = 0.5, two_hop_ratio: float = 0.3, num_passages: int = 5,
-                      join_evidence: bool = False) -> list[Example]:
+                      join_evidence: bool = False, unanswerable: str = "mentions") -> list[Example]:
   """Evaluation examples over `world` whose questions never occur in `train`.
 
   A run trains on `generate_examples(n, seed=s)`; its held-out split asks the same world's OTHER
@@ -242,7 +257,7 @@ def held_out_examples(num_examples: int, *, train: Sequence[Example], world: Wor
     pool = generate_examples(max(4 * num_examples, 64), seed=1_000_003 * (seed + 1) + round_,
                              world=world, answerable_ratio=answerable_ratio,
                              two_hop_ratio=two_hop_ratio, num_passages=num_passages,
-                             join_evidence=join_evidence)
+                             join_evidence=join_evidence, unanswerable=unanswerable)
     for ex in pool:
       key = (ex.question, bool(ex.answerable))
       if ex.question in seen or key in pairs or len(kept[key[1]]) >= want[key[1]]:

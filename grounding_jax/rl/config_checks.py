@@ -27,6 +27,7 @@ import ml_collections
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax.data import jsonl
+from grounding_jax.data import synthetic
 from grounding_jax.data.schema import DataError
 from grounding_jax.models import lora
 from grounding_jax.models import transformer
@@ -370,6 +371,8 @@ def _check_data(ck: FieldChecker, st, p: str, read_data: bool) -> None:
   if kind == "synthetic":
     ck.integer("num_examples", lo=1, root=data, prefix=p)
     ck.number("answerable_ratio", lo=0, hi=1, root=data, prefix=p)
+    if ck.get("unanswerable", data) is not MISSING:  # optional: "mentions" when absent
+      ck.choice("unanswerable", synthetic.UNANSWERABLE_CONTEXTS, root=data, prefix=p)
   elif kind == "jsonl" and read_data:
     path = ck.get("path", data)
     if not isinstance(path, str) or not path:

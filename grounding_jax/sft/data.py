@@ -31,6 +31,7 @@ import ml_collections
 
 from grounding_jax import recipes
 from grounding_jax.data import jsonl as examples_jsonl
+from grounding_jax.data import splits
 from grounding_jax.data import synthetic
 from grounding_jax.data.schema import Example
 from grounding_jax.models import tokenizer as tokenizer_lib
@@ -62,10 +63,12 @@ def load_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
 
 def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
   """(Examples, where they came from) for data.kind="recipe": data.source "synthetic"
-  (num_examples, seed, answerable_ratio) or "jsonl" (the Examples file at data.path)."""
+  (num_examples, seed, answerable_ratio, optional unanswerable) or "jsonl" (the Examples file at
+  data.path)."""
   if data.source == "synthetic":
     examples = synthetic.generate_examples(int(data.num_examples), seed=int(data.seed),
-                                           answerable_ratio=float(data.answerable_ratio))
+                                           answerable_ratio=float(data.answerable_ratio),
+                                           unanswerable=splits.unanswerable_context(data))
     return examples, f"synthetic(seed={data.seed})"
   if data.source == "jsonl":
     if not data.path:

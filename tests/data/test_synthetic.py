@@ -84,6 +84,25 @@ def test_unanswerable_distractors_mention_question_entities(examples):
   assert hits >= 0.9 * sum(not e.answerable for e in examples)
 
 
+def test_unrelated_unanswerable_contexts_name_no_question_entity_and_leave_the_rest_unchanged():
+  kw = dict(seed=3, answerable_ratio=0.4, two_hop_ratio=0.3)
+  mentions = synthetic.generate_examples(200, **kw)
+  unrelated = synthetic.generate_examples(200, unanswerable="unrelated", **kw)
+  world = synthetic.build_world(3)
+  entities = set(world.capital) | set(world.capital.values()) | set(world.lives_in) | set(world.founder)
+  for m, u in zip(mentions, unrelated):
+    assert (m.question, m.answers, m.answerable) == (u.question, u.answers, u.answerable)
+    if u.answerable:
+      assert m == u  # same draw: only the unanswerable contexts differ
+      continue
+    named = {n for n in entities if n in u.question}
+    assert named and not any(n in p.text for n in named for p in u.passages), u.question
+    assert not any(a in p.text for a in u.answers for p in u.passages)
+    assert _reader(u) == "unknown"
+  with pytest.raises(ValueError, match="unanswerable='nothing'"):
+    synthetic.generate_examples(4, unanswerable="nothing")
+
+
 def test_oracle_reader_gets_em_1_and_abstains_without_gold(examples):
   answerable = [e for e in examples if e.answerable]
   assert all(_em(_reader(e), e.answers) == 1.0 for e in answerable)

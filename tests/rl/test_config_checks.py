@@ -120,6 +120,7 @@ BAD = [  # (field, value, what the message must also say)
     ("stages[0].data.kind", "parquet", "('synthetic', 'jsonl')"),
     ("stages[0].data.num_examples", 0, ">= 1"),
     ("stages[0].data.answerable_ratio", 1.5, "in [0, 1]"),
+    ("stages[0].data.unanswerable", "empty", "('mentions', 'unrelated')"),
     ("stages[0].data.path", "", "JSONL file"),  # with kind="jsonl" (below)
     ("stages[0].optimizer", {"learning_rate": -1.0}, "> 0"),
     ("workdir", "", "non-empty path"),
