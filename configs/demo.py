@@ -2,6 +2,7 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
 
   make demo                                   # = python launch/demo.py (all stages below, one process)
   python launch/demo.py --workdir=/tmp/gj_demo --dev   # the same on the dev world (where settings were chosen)
+  python launch/demo.py --world=4                      # on any other world (a dev world)
   # each stage on its own (the commands launch/demo.py prints and writes to report.md)
   python launch/evaluate.py --config=configs/demo.py --model=smollm2 --output_dir=/tmp/gj_demo/eval_start
   python launch/sft.py --config=configs/demo.py:sft --workdir=/tmp/gj_demo/sft
@@ -30,16 +31,25 @@ matching, Table 5, comes from judging free-form real answers; the warning is sti
 gated reward needs `<evidence>` quotes scored by ROUGE plus `<answer>` tags: more tokens per
 completion on a CPU, and its learning check (README) showed no GRPO gain over SFT in 8 steps.
 
+Why unrelated passages in the unanswerable contexts (data.unanswerable="unrelated"). The world's
+default unanswerable context ("mentions") keeps passages that name the question's subject, bridge
+and answer; TruthRL's metric counts a boxed gold name as correct whatever the context, so a model
+that picks a name it saw scored "correct" on 37.5 % of the unanswerable items (run 5's GRPO model):
+accuracy there is not grounding. With passages that name none of the question's entities, no
+unanswerable item can be answered correctly (the names are invented), so accuracy is answering from
+the passages and every non-abstention on those items is a hallucination. It is also the easier
+case of the two (retrieval that found nothing relevant, not near misses); runs 1-6 used "mentions".
+
 Why a short SFT first, on the answerable questions only. SmolLM2 never writes `\boxed{}` on its own
 (reward −1 on every sample: zero within-group variance, no gradient). One pass over the gold
 completions of the 32 answerable training questions teaches the FORMAT (think, quote the passage,
-box the name); the model then boxes answers but mostly picks the wrong name (accuracy on answerable
-22 % on the dev world, 50 % on the reported one), so GRPO's groups mix +1 and −1. Abstaining is left
-to GRPO (the prompt says how): an SFT that also saw `\boxed{I don't know}` targets set an abstention
-bias that differed from world to world (9 % on one, 78 % on another), which GRPO then undid rather
-than learning when to abstain (runs 1-3 below).
+box the name); the model then boxes answers but mostly picks the wrong name, so GRPO's groups mix +1
+and −1. Abstaining is left to GRPO (the prompt says how): an SFT that also saw `\boxed{I don't
+know}` targets set an abstention bias that differed from world to world (9 % on one, 78 % on
+another, 97 % on a third), which GRPO then undid or drove to 100 % (runs 1-3, 11).
 
-How the settings were chosen (dev world, seed DEV_SEED; runs 3 and 6 on the reported world):
+How the settings were chosen (dev worlds: seeds 1 and 4, and 2 once it was spent; runs 3 and 6 on
+then-reported worlds). Runs 1-6 with unanswerable="mentions":
   1. SFT one pass over 32 rows of both kinds, GRPO 8 steps of 4 prompts × G=4 at lr 3e-5: SFT
      truthfulness −68.8 (accuracy on answerable 12.5 %, abstention on unanswerable 9.4 %) → GRPO 0:
      abstention 100 %, accuracy 0 % — a gain by refusing everything.
@@ -51,14 +61,29 @@ How the settings were chosen (dev world, seed DEV_SEED; runs 3 and 6 on the repo
      moved to a fresh world (WORLD_SEED = 2) and the settings went back to the dev world.
   4. SFT on the answerable rows only, three passes: SFT +3.1 (78 %, 0 %) → GRPO 0.0 (78 %, 0 %);
      the SFT policy was too peaked (entropy 0.1) for GRPO to find anything in 12 steps.
-  5. SFT on the answerable rows only, one pass (these settings): SFT −53.1 (21.9 %, 0 %) → GRPO −6.2
-     (56.2 %, 0 %); GRPO − SFT +46.9 [+21.9, +71.9] truthfulness, +0.47 [+0.22, +0.72] reward.
-  6. These settings on the reported world (seed 2), once: SFT −6.2 (50 %, 0 %) → GRPO 0.0 (0 %,
-     100 %): GRPO found `\boxed{I don't know}` and abstained on everything (README has the run).
+  5. SFT on the answerable rows only, one pass: SFT −53.1 (21.9 %, 0 %) → GRPO −6.2 (56.2 %, 0 %);
+     GRPO − SFT +46.9 [+21.9, +71.9] truthfulness, +0.47 [+0.22, +0.72] reward.
+  6. Run 5's settings on world 2 (then the reported world), once: SFT −6.2 (50 %, 0 %) → GRPO 0.0
+     (0 %, 100 %): GRPO found `\boxed{I don't know}` and abstained on everything.
+Then, GRPO from run 5's or run 6's SFT model (world 2 is a dev world from here on):
+  7. run 5 with rollout temperature 0.7: samples boxed more often, but 50-75 % of groups had zero
+     variance; GRPO − SFT +12.5 [−12.5, +37.5] (40.6 %, 0 %).
+  8. run 6 with Dr.GRPO's advantages (advantage.scale="none": a lone abstention among wrong
+     answers no longer scores like a lone correct answer): no refusal corner, and no gain: −12.5
+     [−37.5, +12.5] (46.9 %, 0 %).
+  9. run 5 with unanswerable="unrelated" (GRPO and evaluation): SFT −78.1 (21.9 %, 0 %) → GRPO
+     −56.2 (43.8 %, 0 %); +21.9 [+0, +43.8].
+ 10. run 6 with unanswerable="unrelated": SFT −50 (50 %, 0 %) → GRPO 0 (0 %, 100 %); +50 [+28.1,
+     +71.9] — by refusing everything.
+ 11. world 4, unrelated, SFT one pass over both kinds (16 steps): SFT +1.6 (6.2 %, 96.9 %); GRPO's
+     groups were all abstentions by step 8 (refusal corner; stopped there).
 So in this budget GRPO moves the 135M model to one of two corners, answering everything (more
-accurately: runs 2, 3, 5) or abstaining on everything (runs 1, 6), depending on where SFT left it; no
-run learned to tell the two kinds of context apart. The table's accuracy and abstention columns show
-which corner a run reached.
+accurately: runs 2, 3, 5, 9) or abstaining on everything (runs 1, 6, 10, 11), depending on where SFT
+left it (its sampled accuracy against the abstention it happens to sample); no run learned to tell
+the two kinds of context apart. The table's accuracy and abstention columns show which corner a run
+reached. The landed settings are run 9's and 10's (answerable-only SFT, unrelated contexts): with
+them either corner beats SFT on truthfulness, which is why the table's two columns matter more than
+the headline.
 
 Data and the held-out rule. GRPO trains on 64 questions of the synthetic world (seed WORLD_SEED, half
 unanswerable), SFT on that draw's 32 answerable ones; every evaluation asks EVAL_QUESTIONS other
@@ -75,10 +100,11 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 from grounding_jax.sft import trainer as sft_trainer
 
-WORLD_SEED = 2        # the reported world (why not 0: the module doc)
+WORLD_SEED = 3        # the reported world (why not 0 or 2: the module doc)
 DEV_SEED = 1          # the world the settings were chosen on
 TRAIN_QUESTIONS = 64  # GRPO prompts; SFT rows are its answerable half (one draw: held out from both)
 ANSWERABLE_RATIO = 0.5
+UNANSWERABLE = "unrelated"  # unanswerable contexts name none of the question's entities (module doc)
 EVAL_QUESTIONS = 64   # CPU budget: ~1 s a question greedy; 64 keeps three evaluations under 4 min
 MAX_NEW_TOKENS = 96   # a two-hop gold completion (think + box) is ~75 SmolLM2 tokens
 MAX_PROMPT_TOKENS = 1024  # TruthRL's prompt over 5 synthetic passages: ~420 tokens
@@ -88,7 +114,7 @@ PRESETS = ("sft", "dev", "runlocal")
 
 def _data(seed: int) -> dict:
   return dict(kind="synthetic", path="", num_examples=TRAIN_QUESTIONS, seed=seed,
-              answerable_ratio=ANSWERABLE_RATIO, shuffle=True)
+              answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE, shuffle=True)
 
 
 def sft_config(seed: int) -> ml_collections.ConfigDict:
@@ -101,7 +127,8 @@ def sft_config(seed: int) -> ml_collections.ConfigDict:
   # when to abstain is left to GRPO's ternary reward (see the module doc).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",
                      target="default", num_examples=TRAIN_QUESTIONS, seed=seed,
-                     answerable_ratio=ANSWERABLE_RATIO, answerable_only=True))
+                     answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE,
+                     answerable_only=True))
   c.data.max_prompt_tokens = MAX_PROMPT_TOKENS
   c.data.max_completion_tokens = 128
   c.batch_size, c.micro_batch_size = 4, 2  # CPU budget: one pass, 8 steps of 4 rows
@@ -135,7 +162,8 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   # CPU budget: 12 steps of 32 completions need a far higher rate than TruthRL's 1e-6 on an 8B model.
   c.optimizer.update(dict(learning_rate=1e-5, schedule="constant", warmup_ratio=0.0))
   c.evals.update(dict(num_examples=EVAL_QUESTIONS, batch_size=32, every_steps=0))
-  c.evals.data.update(dict(kind="synthetic", path="", seed=seed, answerable_ratio=0.5))
+  c.evals.data.update(dict(kind="synthetic", path="", seed=seed, answerable_ratio=0.5,
+                           unanswerable=UNANSWERABLE))
   c.evals.decoding.max_new_tokens = MAX_NEW_TOKENS  # greedy (TruthRL's eval decoding), shorter cap
   return c
 
