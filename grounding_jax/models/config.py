@@ -56,6 +56,12 @@ class ModelConfig:
   bos_token_id: int | None = None
   eos_token_id: int | tuple[int, ...] | None = None
   pad_token_id: int | None = None
+  # Not architecture, and not in config.json: attention runs at most this many queries at once
+  # (layers.attend), so a long prompt's float32 scores take [batch, heads, chunk, S], not
+  # [batch, heads, T, S]; 0 = all T at once. Results equal up to float rounding; decode (T = 1) and
+  # sequences of at most this length compile to the unchunked program. 512 held SmolLM2's prefill
+  # of 8 x 4,096 tokens to PEAK_TODO of XLA temporaries (10.1 GB unchunked), as fast as unchunked.
+  attention_query_chunk: int = 512
   # The source config.json as canonical JSON, so to_hf_dict() keeps fields we do not model
   # (generation defaults, tokenizer ids, ...). Excluded from equality: it never changes the math.
   hf_json: str = dataclasses.field(default="", compare=False, repr=False)
@@ -73,6 +79,10 @@ class ModelConfig:
                        f"num_key_value_heads={self.num_kv_heads} (grouped-query attention needs it).")
     if self.head_dim % 2:
       raise ValueError(f"head_dim={self.head_dim} must be even for rotary embeddings.")
+    chunk = self.attention_query_chunk
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
+      raise ValueError(f"attention_query_chunk={self.attention_query_chunk!r} must be an int >= 0 "
+                       f"(queries attended to at once; 0 = all).")
 
   @property
   def architecture(self) -> str:
