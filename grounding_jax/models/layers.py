@@ -1,5 +1,8 @@
 """The parts of a decoder block: RMSNorm, grouped-query attention with RoPE, and the SwiGLU MLP.
 
+Attention over more than ModelConfig.attention_query_chunk queries (a long prompt's prefill, a long
+training sequence) runs one chunk of queries at a time against all keys (`attend`).
+
 Every weight is an `nnx.Param` whose `out_sharding` metadata holds its logical axis names
 ("vocab", "embed", "q_heads", "kv_heads", "head_dim", "mlp", "norm"); `grounding_jax.parallel` maps
 them to mesh axes. Weights are stored in `param_dtype` and cast, where used, to the dtype of the
@@ -125,7 +128,9 @@ def _gqa_by_query_chunks(q_bthd: jax.Array, k: jax.Array, v: jax.Array, mask_bts
   of 128). The T queries are split into n = ceil(T / query_chunk) chunks of equal length
   ceil(T / n), so padding adds fewer than n query rows (T = 513 runs as 2 x 257, not 2 x 512);
   padded rows attend to no key and are dropped. Each chunk is rematerialised in the backward
-  pass: a scan otherwise keeps every chunk's probabilities for it, all [T, S] of them again.
+  pass (one more score product per chunk): a scan otherwise keeps every chunk's probabilities for
+  it, all [T, S] of them again (SmolLM2's remat gradient at 8 x 4,096 tokens in chunks of 512:
+  16.3 GB of XLA temporaries without it, 5.3 GB with it, 19.3 GB unchunked).
   """
   b, t, h, d = q_bthd.shape
   n = -(-t // query_chunk)
