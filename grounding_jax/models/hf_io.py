@@ -159,7 +159,8 @@ def _open(path: pathlib.Path):
 
 def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
                     rules=None, compute_dtype=None, remat: bool = False,
-                    remat_policy: str = "full", scan_layers: bool = True) -> Transformer:
+                    remat_policy: str = "full", scan_layers: bool = True,
+                    attention_query_chunk: int | None = None) -> Transformer:
   """Loads an HF checkpoint folder (config.json + safetensors) into a `Transformer`.
 
   Args:
@@ -172,6 +173,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
     remat: recompute layer activations in the backward pass (training memory).
     remat_policy: "full" or "save_dots" (see Transformer).
     scan_layers: stack the layers' parameters and run them with one lax.scan (see Transformer).
+    attention_query_chunk: most queries attended to at once (ModelConfig.attention_query_chunk;
+      0 = all); None keeps ModelConfig's default.
 
   Raises:
     FileNotFoundError: missing folder, config.json or safetensors file (named).
@@ -183,6 +186,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
   if not folder.is_dir():
     raise FileNotFoundError(f"{folder}: checkpoint folder does not exist.")
   config = ModelConfig.from_hf(folder)
+  if attention_query_chunk is not None:
+    config = dataclasses.replace(config, attention_query_chunk=attention_query_chunk)
   compute_dtype = dtype if compute_dtype is None else compute_dtype
   files = _weight_map(folder)
 

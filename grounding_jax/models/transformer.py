@@ -36,8 +36,9 @@ _REMAT_POLICIES = {
     "full": None,  # only the layer input: the backward pass reruns the whole layer
     # The outputs of the weight matmuls (q/k/v/o, gate/up/down projections): the backward pass
     # recomputes only norms, RoPE, attention scores and activations. Per layer and token this keeps
-    # (2·q_heads + 2·kv_heads)·head_dim + 2·mlp + embed floats — far below the attention scores
-    # ([heads, T, T]) that make un-rematerialised training run out of memory — and skips
+    # (2·q_heads + 2·kv_heads)·head_dim + 2·mlp + embed floats — far below what makes
+    # un-rematerialised training run out of memory (every activation, and the attention
+    # probabilities, [heads, T, T] up to ModelConfig.attention_query_chunk tokens) — and skips
     # recomputing the matmuls, which are most of a layer's FLOPs. Measure before choosing it: on a
     # 2-core CPU the stored outputs cost more than the recomputation (GRPO bench, bf16: update
     # 89.9 s vs 80.4 s with "full").

@@ -1,5 +1,6 @@
 """ModelConfig: parsing HF config.json for each family, round trips, and clear errors."""
 
+import dataclasses
 import json
 
 import pytest
@@ -69,3 +70,14 @@ def test_sliding_window_raises():
 def test_missing_config_json_names_the_file(tmp_path):
   with pytest.raises(FileNotFoundError, match="config.json"):
     ModelConfig.from_hf(tmp_path)
+
+
+def test_attention_query_chunk_is_not_read_from_or_written_to_config_json():
+  config = ModelConfig.from_hf(_hf("llama"))
+  assert config.attention_query_chunk > 0  # long sequences are chunked unless a caller says 0
+  assert "attention_query_chunk" not in config.to_hf_dict()
+  off = dataclasses.replace(config, attention_query_chunk=0)
+  assert off != config  # a setting of the compiled program, so part of jit's static key
+  for bad in (-1, 2.5, True):
+    with pytest.raises(ValueError, match=f"attention_query_chunk={bad!r}"):
+      dataclasses.replace(config, attention_query_chunk=bad)

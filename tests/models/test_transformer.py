@@ -41,17 +41,19 @@ def _hf_logits(folder, ids, mask):
                  position_ids=torch.from_numpy(positions).long()).logits.numpy()
 
 
-@pytest.mark.parametrize("family,overrides", [
-    ("llama", {}),                                   # tied, GQA 4/2, llama3 RoPE scaling
-    ("llama", dict(tie_word_embeddings=False, num_key_value_heads=1)),  # untied, MQA
-    ("qwen2", {}),                                   # q/k/v bias, untied
-    ("qwen3", {}),                                   # q/k norm, head_dim 16 != 32/4
+@pytest.mark.parametrize("family,overrides,query_chunk", [
+    ("llama", {}, None),                             # tied, GQA 4/2, llama3 RoPE scaling
+    ("llama", dict(tie_word_embeddings=False, num_key_value_heads=1), None),  # untied, MQA
+    ("qwen2", {}, None),                             # q/k/v bias, untied
+    ("qwen3", {}, None),                             # q/k norm, head_dim 16 != 32/4
+    ("llama", {}, 40),                               # queries in 3 chunks of 34 (2 padded)
 ])
-def test_logits_match_transformers_on_left_padded_batch(tiny_checkpoint, family, overrides):
+def test_logits_match_transformers_on_left_padded_batch(tiny_checkpoint, family, overrides,
+                                                        query_chunk):
   folder = tiny_checkpoint(family, **_INIT, **overrides)
   # Width 100 > original_max_position_embeddings (64), so llama3 scaling's low band is exercised.
   ids, mask = _left_padded_batch(96, lengths=[100, 61, 7], width=100)
-  ours = np.asarray(_forward(load_pretrained(folder), ids, mask))
+  ours = np.asarray(_forward(load_pretrained(folder, attention_query_chunk=query_chunk), ids, mask))
   ref = _hf_logits(folder, ids, mask)
   assert ours.dtype == np.float32
   assert np.abs(ref[mask]).max() > 1.0  # non-trivial logits
@@ -155,8 +157,9 @@ def test_write_cache_equals_dynamic_update_slice(dtype):
   np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3"])
-def test_shared_prefix_forward_matches_transformers_per_row(tiny_checkpoint, family):
+@pytest.mark.parametrize("family,query_chunk", [("llama", None), ("qwen2", None), ("qwen3", None),
+                                               ("llama", 5)])  # chunks: prefix 2 x 5, packed 4 x 4
+def test_shared_prefix_forward_matches_transformers_per_row(tiny_checkpoint, family, query_chunk):
   """Groups of continuations packed after one prefix run once (GRPO's shared prompts) give, at every
   real token, transformers' logits of the rows [prefix | continuation] run one by one."""
   folder = tiny_checkpoint(family, **_INIT)
@@ -177,7 +180,7 @@ def test_shared_prefix_forward_matches_transformers_per_row(tiny_checkpoint, fam
       seg[grp, col:col + n] = row - grp * g
       where.append((grp, col))
       col += n
-  model = load_pretrained(folder)
+  model = load_pretrained(folder, attention_query_chunk=query_chunk)
   hp, hc = nnx.jit(lambda m, *a: m.hidden_states_shared_prefix(*a))(model, p_ids, p_mask, ids, pos,
                                                                       seg)
   assert hp.shape == (2, width, model.config.hidden_size) and hc.shape == (2, packed, hp.shape[-1])

@@ -108,6 +108,22 @@ def test_greedy_group_rows_identical(tiny_llama):
                              rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("settings", [dict(max_new_tokens=12, eos_ids=[2], pad_id=0), SAMPLED])
+def test_prefill_in_query_chunks_samples_as_one_block_does(tiny_checkpoint, settings):
+  """A prompt longer than attention_query_chunk is prefilled in query chunks; the decode after it,
+  one row per prompt (greedy) or a group sharing the prompt's cache (sampled), gives the tokens and
+  log-probs of the one-block prefill."""
+  path = tiny_checkpoint("llama", **_VARIED)
+  ids, mask = random_prompts((21, 9, 1), 96, seed=4)  # bucket 24 > 5: 5 chunks of 5 (1 padded)
+  key = jax.random.key(5)
+  plain, chunked = (sampling.generate_ids(load_pretrained(path, attention_query_chunk=chunk), ids,
+                                          mask, seed=key, **settings) for chunk in (0, 5))
+  assert sampling.last_stats()["prompt_bucket"] == 24
+  np.testing.assert_array_equal(chunked.token_ids, plain.token_ids)
+  np.testing.assert_array_equal(chunked.lengths, plain.lengths)
+  np.testing.assert_allclose(chunked.logprobs, plain.logprobs, atol=1e-5, rtol=0)
+
+
 # (top-p alone is covered at the selection level in test_selection.py; each case here is a compile.)
 @pytest.mark.parametrize("temperature,top_k,top_p", [(0.8, 0, 1.0), (1.2, 6, 0.8)])
 def test_next_token_distribution_matches_analytic(tiny_checkpoint, temperature, top_k, top_p):

@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from grounding_jax import sampling
 from grounding_jax.models import load_pretrained
@@ -10,7 +11,9 @@ from sampling_reference import random_prompts
 from test_generate import SAMPLED
 
 
-def test_sharded_equals_single_device(tiny_checkpoint):
+# The sharded model also runs its 16-token prefill in query chunks of at most 5 (4 x 4).
+@pytest.mark.parametrize("query_chunk", [None, 5])
+def test_sharded_equals_single_device(tiny_checkpoint, query_chunk):
   assert jax.device_count() == 8
   path = tiny_checkpoint("llama")
   ids, mask = random_prompts((5, 11, 3), 96, seed=1)  # 3 prompts: padded to 4 for 4 batch shards
@@ -20,7 +23,7 @@ def test_sharded_equals_single_device(tiny_checkpoint):
                                  **SAMPLED)
 
   mesh = make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
-  sharded_model = load_pretrained(path, mesh=mesh)
+  sharded_model = load_pretrained(path, mesh=mesh, attention_query_chunk=query_chunk)
   assert sharded_model.scan_layers
   assert not sharded_model.layers.attn.q_proj[...].sharding.is_fully_replicated
   sharded = sampling.generate_ids(sharded_model, ids, mask, seed=key, mesh=mesh, **SAMPLED)
