@@ -122,7 +122,7 @@ def sft_config(seed: int) -> ml_collections.ConfigDict:
   c = sft_trainer.default_config()
   c.workdir = "/tmp/grounding_jax_demo/sft"
   c.model.path = presets.SMOLLM2
-  c.model.remat = True              # SmolLM2's 30 layers of attention scores otherwise fill GBs
+  c.model.remat = True              # else the backward keeps 30 layers' activations: GBs
   # The answerable half of the GRPO draw only: SFT teaches the answer format (think, quote, box);
   # when to abstain is left to GRPO's ternary reward (see the module doc).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",

@@ -82,7 +82,7 @@ def get_config(arg=None):
   c.checkpoint.every_steps = 100
   if arg in ("runlocal", "demo"):
     c.model.path = presets.SMOLLM2
-    c.model.remat = True              # SmolLM2's 30 layers of attention scores otherwise fill GBs
+    c.model.remat = True              # else the backward keeps 30 layers' activations: GBs
     c.data.max_prompt_tokens = 512
     c.data.max_completion_tokens = 64
     c.batch_size = 4

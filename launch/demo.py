@@ -174,8 +174,9 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
       raise ValueError(f"--real_data={spec}: expected READER=FILE, e.g. {REAL_DATA[0]}")
     real[reader] = (path, list(readers.read_dataset(reader, ROOT / path, limit=real_num_examples)))
     harness.check_examples(real[reader][1], settings, rewards)
-  # Batch 2: with batch 8 the prefill of ~4,096-token prompts took the process to 18 GB resident and
-  # the OOM killer (measured); 8 rows x 9 heads x 4,096^2 f32 attention scores alone are 4.8 GB a layer.
+  # Batch 2: with batch 8 and unchunked attention the prefill of ~4,096-token prompts took the process
+  # to 18 GB resident and the OOM killer (measured). Query-chunked attention (ModelConfig.
+  # attention_query_chunk) now holds 8 x 4,096 in ~6.3 GB resident; batch 2 is what was re-run.
   real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=2)
   cmds = commands(workdir, world)
 
