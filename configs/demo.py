@@ -12,10 +12,10 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: see README "make demo" for the measured run (per-stage seconds and the load average they ran
-under); on the dev world with a learning check running beside it (load average 3.4-3.8) the stages
-took start evaluation 87 s (with the model load), SFT 123 s (8 steps), SFT evaluation 75 s, GRPO 709 s
-(12 steps of 32 completions, step 1 with its compiles), GRPO evaluation 61 s: 17.7 min, 9.4 GB peak.
+Cost: the reported run (README "make demo", load average 3.2-3.9) took start evaluation 83 s (with
+the model load), SFT 122 s (8 steps), SFT evaluation 62 s, GRPO 515 s (12 steps of 32 completions,
+step 1 with its compiles), GRPO evaluation 36 s: 13.7 min; the real-data stage (--real_data, 12
+questions of each set) 20 min more, 12.6 GB peak resident for the whole run.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft` — the SFT warm-up (a

@@ -11,8 +11,8 @@ passage and backfill with distractors that mention the same entities (the questi
 bridge, the answer), so the model must read rather than match names (`unanswerable="mentions"`, the
 default). `unanswerable="unrelated"` backfills instead with passages that name none of the question's
 entities — the easier case of retrieval that found nothing relevant: whether the question's subject is
-named at all tells the two kinds apart. Facts are one short sentence so a
-135M-parameter model can learn to copy the answer.
+named at all tells the two kinds apart. Facts are one short sentence so a 135M-parameter model can
+learn to copy the answer.
 
 Usage:
   examples = generate_examples(200, seed=0, answerable_ratio=0.5)
