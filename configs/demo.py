@@ -180,7 +180,7 @@ def get_config(arg=None):
   seed = DEV_SEED if "dev" in parts else WORLD_SEED
   if worlds:
     value = worlds[0].partition("=")[2]
-    if not value.lstrip("-").isdigit() or int(value) < 0:
+    if not value.isdigit():
       raise ValueError(f"configs/demo.py:{arg}: world={value!r} must be a non-negative integer seed")
     seed = int(value)
   return sft_config(seed) if "sft" in parts else grpo_config(seed)

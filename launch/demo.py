@@ -81,7 +81,7 @@ def load_configs(world: str = "") -> tuple[ml_collections.ConfigDict, ml_collect
   spec = importlib.util.spec_from_file_location("demo_config", CONFIG)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config(",".join(["sft"] + [world] * bool(world))), module.get_config(world or None)
+  return module.get_config(f"sft,{world}" if world else "sft"), module.get_config(world or None)
 
 
 @dataclasses.dataclass
@@ -117,16 +117,21 @@ class Clock:
                       "shared).", "", "| stage | seconds | load |", "|---|---|---|", *rows])
 
 
+def _config_arg(world: str) -> str:
+  """The --config value of configs/demo.py's GRPO config on `world` (a `world_preset`)."""
+  return f"configs/demo.py:{world}" if world else "configs/demo.py"
+
+
 def commands(workdir: pathlib.Path, world: str = "") -> dict[str, str]:
   """The command that reproduces each row (and stage) on its own."""
-  arg = f":{world}" if world else ""
-  sft_arg = f":sft,{world}" if world else ":sft"
+  config = _config_arg(world)
+  sft_config = f"configs/demo.py:sft,{world}" if world else "configs/demo.py:sft"
   w = str(workdir)
   return {
-      "SFT": f"python launch/sft.py --config=configs/demo.py{sft_arg} --workdir={w}/sft",
-      "GRPO": (f"python launch/train.py --config=configs/demo.py{arg} --config.model.path={w}/sft/hf "
+      "SFT": f"python launch/sft.py --config={sft_config} --workdir={w}/sft",
+      "GRPO": (f"python launch/train.py --config={config} --config.model.path={w}/sft/hf "
                f"--workdir={w}/grpo"),
-      "evaluate": (f"python launch/evaluate.py --config=configs/demo.py{arg} --model=smollm2 "
+      "evaluate": (f"python launch/evaluate.py --config={config} --model=smollm2 "
                    f"--model={w}/sft --model={w}/grpo --label=start --label=SFT --label=GRPO "
                    f"--output_dir={w}/eval --curves={w}/grpo"),
   }
@@ -267,7 +272,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
               report.table(settings.recipe, pair, ivs), "",
               f"Reproduce: `python launch/build_data.py --recipe=truthrl --source={name} "
               f"--eval_input={source} --output_dir={workdir}/data_{name}` then `python "
-              f"launch/evaluate.py --config=configs/demo.py{':' + world if world else ''} --model=smollm2 "
+              f"launch/evaluate.py --config={_config_arg(world)} --model=smollm2 "
               f"--model={workdir}/grpo --label=start --label=GRPO --data={workdir}/data_{name}/eval.jsonl "
               f"--num_examples={len(pair[0].ids)} --config.rollout.max_prompt_tokens="
               f"{REAL_MAX_PROMPT_TOKENS} --output_dir={workdir}/eval_{name}`", ""]
