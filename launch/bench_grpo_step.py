@@ -24,10 +24,11 @@ times, and a ratio per completion token.
 Compile: our run starts with an empty persistent compilation cache (a fresh folder), so step 1
 compiles everything; its compile time (time/compile) is printed beside the steady-state step. Then
 a new process resumes the run from its last checkpoint with the now-filled cache and runs one more
-step: its time to the first update (from main() to that step's end, model load and restore
-included) is what a resumed run pays. Per step, the perf/ metrics (TFLOP, achieved FLOP/s, MFU
-against this CPU's measured matmul peak, peak memory) are printed, and after the run the trainer's
-start-up memory report. Takes ~15 minutes on a 2-core CPU.
+step: what a resumed run pays is the time from main() to the start of that step (model load, the
+checkpoint's restore and verification, the stage's set-up), printed apart from the step itself.
+Per step, the perf/ metrics (TFLOP, achieved FLOP/s, MFU against this CPU's measured matmul peak,
+peak memory) are printed, and after the run the trainer's start-up memory report. Takes ~15
+minutes on a 2-core CPU.
 """
 
 from __future__ import annotations
@@ -129,21 +130,37 @@ def run_ours(model_dir, tok, examples, texts):
 
 
 def resume_ours(workdir: str) -> None:
-  """The --resume_workdir child: one more step from the run's last checkpoint; prints its times."""
+  """The --resume_workdir child: one more step from the run's last checkpoint; prints its times.
+
+  What a resume costs is the time before its first step starts (model load and set-up, the
+  checkpoint's restore and the stage's set-up: the target is <= 10 s); the step itself is printed
+  apart, with its compile time (tracing and lowering, which the persistent cache does not save, and
+  any program missing from it)."""
   start = time.perf_counter()
   setup = _setup()
   c = _config(setup[0], workdir, _STEPS.value + 1)
   tr = _trainer(c, *setup)
   tr.checkpointer.save = lambda *a, **k: None  # train() returns right after the step's update
   built = time.perf_counter() - start
+  step_starts = []
+  run_step = tr._step
+
+  def timed_step(*args, **kwargs):
+    step_starts.append(time.perf_counter() - start)
+    return run_step(*args, **kwargs)
+
+  tr._step = timed_step
   hist = tr.train()
   done = time.perf_counter() - start
-  h = hist[0]
-  print(f"resumed run (new process, filled compilation cache): first update done {done:.1f}s after "
-        f"main() = model load + set-up {built:.1f}s + restore and stage set-up "
-        f"{done - built - h['time/step']:.1f}s + step {h['step']} {h['time/step']:.1f}s (of which "
-        f"compiling {h['time/compile']:.2f}s, sample {h['time/sample']:.1f}s, update "
-        f"{h['time/update']:.1f}s); before its first sample {done - h['time/step']:.1f}s", flush=True)
+  h, before = hist[0], step_starts[0]
+  restore, stage = h.get("time/restore", 0.0), h.get("time/stage_setup", 0.0)
+  update_start = before + h["time/step"] - h["time/update"] - h["time/reference"]
+  print(f"resumed run (new process, filled compilation cache): step {h['step']} starts "
+        f"{before:.1f}s after main() (target <= 10s) = model load + set-up {built:.1f}s + restore "
+        f"{restore:.1f}s + stage set-up {stage:.1f}s + other {before - built - restore - stage:.1f}s;"
+        f" then the step {h['time/step']:.1f}s (of which compiling {h['time/compile']:.2f}s, sample "
+        f"{h['time/sample']:.1f}s, update {h['time/update']:.1f}s): its update starts "
+        f"{update_start:.1f}s and is done {done:.1f}s after main()", flush=True)
 
 
 def _resume_in_new_process(workdir: str, cache: str) -> None:

@@ -134,8 +134,12 @@ class Trainer:
     total = sum(st.num_steps for st in c.stages)
     stage_idx, stage_step, global_step, position = 0, 0, 0, 0
     rng = jax.random.key(c.seed)
+    t_restore = time.perf_counter()
     restored = self.checkpointer.restore_latest_intact(self._restore_target) \
         if c.checkpoint.resume else None
+    # Set-up seconds spent before a step, logged with it (time/restore: this call's checkpoint
+    # restore; time/stage_setup: the stage's data, programs, sampler and reward pool).
+    setup_times = {"time/restore": time.perf_counter() - t_restore} if restored is not None else {}
     health = health_lib.RunHealth(c.health)  # non-finite steps and monitors (rl/health.py)
     if restored is not None:  # the newest intact checkpoint (a corrupt newer one is moved aside)
       restored, meta, _ = restored
@@ -157,7 +161,9 @@ class Trainer:
         if stage_step >= st.num_steps:  # a finished stage (e.g. resumed at its final checkpoint)
           stage_idx, stage_step, position, restored = stage_idx + 1, 0, 0, None
           continue
+        t_stage = time.perf_counter()
         view, collector, updater, optimizer, pool, stream = self._stage(st, position)
+        setup_times["time/stage_setup"] = time.perf_counter() - t_stage
         if restored is not None:  # mid-stage resume: the stage's optimizer state and reference
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
           restored = None
@@ -174,6 +180,8 @@ class Trainer:
                                             opt_state, ref_params)
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics["stage"] = float(stage_idx)
+            metrics.update(setup_times)
+            setup_times = {}
             metrics = health.observe(global_step, metrics, self.params)
             meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
                     "data_position": stream.position}
