@@ -52,8 +52,8 @@ class Updater:
     train_step, logprob_fn: the stage's jitted programs (update.make_train_step / make_logprob_fn).
     hosts: the host ↔ mesh plumbing.
     perf: records the programs each step runs (their FLOPs and memory, rl/step_perf.py); or None.
-    pending: compiles started ahead (update_programs.compile_update_programs), awaited before the
-      first update.
+    pending: {shape: future} of the gradient programs compiling ahead (update_programs.compile_stage),
+      awaited before the first update.
   """
 
   def __init__(self, view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings,
@@ -61,8 +61,9 @@ class Updater:
                perf: step_perf.StepPerf | None = None, pending=()):
     self.c, self.settings, self.hosts = view, settings, hosts
     self.train_step, self.logprob_fn = train_step, logprob_fn
-    self.perf, self.pending = perf, list(pending)
-    self._seen: set[update_programs.UpdateShape] = set()  # gradient programs built or under way
+    self.perf, self.pending = perf, dict(pending)
+    # Gradient programs built or under way (those compiling ahead included).
+    self._seen: set[update_programs.UpdateShape] = set(self.pending)
 
   def _on_call(self, phase: str):
     return None if self.perf is None else (lambda fn, *a, **k: self.perf.record(phase, fn, *a, **k))
@@ -96,8 +97,8 @@ class Updater:
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
     if self.pending:  # compiles started ahead of step 1 (in threads, while it sampled)
-      concurrent.futures.wait(self.pending)
-      self.pending = []
+      concurrent.futures.wait(self.pending.values())
+      self.pending = {}
     recompute = not self.keeps_sampler_logp(c, settings)
     sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
     if ref_params is not None:

@@ -96,17 +96,23 @@ class Trainer:
                                        position=position)
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
-    pending = self._compile_ahead(view, settings, train_step, data, prompt_fn) \
-        if view.update_loop.compile_ahead else ()
+    pending = self._compile_ahead(view, settings, train_step, data, stream, prompt_fn)
     updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf, pending)
     return view, collector, updater, optimizer, pool, stream
 
-  def _compile_ahead(self, view, settings, train_step, data, prompt_fn) -> list:
-    """Starts compiling every gradient program of the stage (update_programs) in threads."""
-    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, view.rollout.max_prompt_tokens)
+  def _compile_ahead(self, view, settings, train_step, data, stream, prompt_fn) -> dict:
+    """Starts compiling the update_loop.compile_ahead gradient programs (update_programs) in
+    threads: "all" of the stage's, or the "widest" of the prompts step 1 samples first."""
+    mode = view.update_loop.compile_ahead
+    if mode == "none":
+      return {}
+    prompts = stream.peek(view.rollout.prompts_per_step) if mode == "widest" else data
+    lengths = step_perf.prompt_lengths(prompts, prompt_fn, self.tokenizer,
+                                       view.rollout.max_prompt_tokens)
     return update_programs.compile_stage(view, settings, train_step, self.params, self.rest,
                                          self.hosts, lengths,
-                                         step_lib.Updater.keeps_sampler_logp(view, settings))
+                                         step_lib.Updater.keeps_sampler_logp(view, settings),
+                                         widest_only=mode == "widest")
 
   def startup_report(self) -> str:
     """The first stage's widest update and log-prob programs' peak memory per device for this
