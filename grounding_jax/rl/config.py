@@ -150,12 +150,12 @@ def default_config() -> ml_collections.ConfigDict:
       # only what the longest group needs (rounded up to update.packed_bucket). Applies when
       # micro_batch_size is a multiple of group_size (micro-batches then hold whole groups).
       share_prompts=True,
-      # Gradient programs compiled in a thread while step 1 samples (rl/update_programs.py):
-      # "widest": the one step 1 most likely runs, its prompts' bucket at the widest completion and
-      # packed widths (any group whose completions fill over 3/4 of G x max_new_tokens needs it);
-      # launch/bench_grpo_step.py's step 1 took 55.7 s instead of 71.1 s on the loaded 2-core CPU.
-      # Its cost: one program per stage that a run of short completions never uses (compiled
-      # beside sampling; a resumed run reads it from the compilation cache).
+      # Gradient programs compiled in a thread while a step samples (rl/update_programs.py):
+      # "widest": the one a step most likely runs, its prompts' bucket at the widest completion and
+      # packed widths (any group whose completions fill over 3/4 of G x max_new_tokens needs it),
+      # when no step built it yet: launch/bench_grpo_step.py's step 1 took 55.7 s instead of
+      # 71.1 s on the loaded 2-core CPU. Its cost: one program per prompt bucket that a run of
+      # short completions never uses (a resumed run reads it from the compilation cache).
       # "all": every program the stage can run (prompt buckets x completion x packed buckets: 24
       # for the bench, whose step 1 then took 170 s instead of 67 s: worth it only where cores idle
       # while an accelerator samples); "none".

@@ -96,23 +96,22 @@ class Trainer:
                                        position=position)
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
-    pending = self._compile_ahead(view, settings, train_step, data, stream, prompt_fn)
-    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf, pending)
+    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf)
+    if view.update_loop.compile_ahead == "all":
+      updater.add_pending(self._compile_ahead(view, updater, collector, data))
     return view, collector, updater, optimizer, pool, stream
 
-  def _compile_ahead(self, view, settings, train_step, data, stream, prompt_fn) -> dict:
-    """Starts compiling the update_loop.compile_ahead gradient programs (update_programs) in
-    threads: "all" of the stage's, or the "widest" of the prompts step 1 samples first."""
-    mode = view.update_loop.compile_ahead
-    if mode == "none":
-      return {}
-    prompts = stream.peek(view.rollout.prompts_per_step) if mode == "widest" else data
-    lengths = step_perf.prompt_lengths(prompts, prompt_fn, self.tokenizer,
+  def _compile_ahead(self, view, updater: step_lib.Updater, collector: collect.Collector,
+                     prompts) -> dict:
+    """Starts compiling, in threads, the gradient programs `prompts` can run that no step has
+    built (update_programs.compile_stage): all of them (update_loop.compile_ahead="all", the
+    stage's data), or the widest ("widest": the next step's prompts); {shape: future}."""
+    lengths = step_perf.prompt_lengths(prompts, collector.prompt_fn, self.tokenizer,
                                        view.rollout.max_prompt_tokens)
-    return update_programs.compile_stage(view, settings, train_step, self.params, self.rest,
-                                         self.hosts, lengths,
-                                         step_lib.Updater.keeps_sampler_logp(view, settings),
-                                         widest_only=mode == "widest")
+    return update_programs.compile_stage(
+        view, updater.settings, updater.train_step, self.params, self.rest, self.hosts, lengths,
+        step_lib.Updater.keeps_sampler_logp(view, updater.settings),
+        widest_only=view.update_loop.compile_ahead == "widest", skip=updater.seen)
 
   def startup_report(self) -> str:
     """The first stage's widest update and log-prob programs' peak memory per device for this
@@ -205,6 +204,7 @@ class Trainer:
                                      {**meta, "health": health.state()})
         finally:
           pool.close()
+          updater.close()
         stage_idx, stage_step, position = stage_idx + 1, 0, 0
     finally:
       writer.close()
@@ -248,6 +248,10 @@ class Trainer:
     t_start, compiled_before = time.perf_counter(), metrics_writer.compile_seconds()
     if self.perf is not None:
       self.perf.begin_step()
+    view = updater.c
+    if view.update_loop.compile_ahead == "widest":  # in a thread while this step samples
+      updater.add_pending(self._compile_ahead(view, updater, collector,
+                                              stream.peek(view.rollout.prompts_per_step)))
     # The sampler reads the trainer's split directly (no merge and re-split per step).
     policy = (self.graphdef, nnx.merge_state(self.params, self.rest))
     gb = collector.collect(key, stream, policy)

@@ -121,16 +121,19 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
 
 
 def compile_stage(view, settings: update_lib.UpdateSettings, train_step: Callable, params, rest,
-                  hosts, prompt_lengths: Iterable[int], sampler_logp: bool, widest_only: bool = False
-                  ) -> dict[UpdateShape, concurrent.futures.Future]:
+                  hosts, prompt_lengths: Iterable[int], sampler_logp: bool, widest_only: bool = False,
+                  skip: Iterable[UpdateShape] = ()) -> dict[UpdateShape, concurrent.futures.Future]:
   """compile_update_programs for the shapes of a trainer stage (view: its rl config view), in up
   to 4 threads leaving one core to the caller: every shape its prompts can run, or with
-  `widest_only` the widest one (the prompts' widest bucket, widest completion and packed widths);
-  returns {shape: future}."""
+  `widest_only` the widest one (the prompts' widest bucket, widest completion and packed widths),
+  less those in `skip` (built already); returns {shape: future}."""
   r, u = view.rollout, view.update_loop
   shapes = update_shapes(prompt_lengths, max_new_tokens=r.max_new_tokens,
                          length_multiple=u.length_multiple, group_size=settings.group_size)
-  shapes = [max(shapes)] if widest_only else shapes
+  skip = set(skip)
+  shapes = [s for s in ([max(shapes)] if widest_only else shapes) if s not in skip]
+  if not shapes:
+    return {}
   rows = r.prompts_per_step // jax.process_count() * r.group_size // u.num_minibatches
   futures = compile_update_programs(
       train_step, params, rest, hosts, shapes, settings=settings,

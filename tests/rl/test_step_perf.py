@@ -99,19 +99,25 @@ def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_che
   assert np.isfinite(history[0]["loss"])
 
 
-def test_compile_ahead_widest_builds_the_widest_program_of_step_ones_prompts(tiny_checkpoint,
-                                                                             tmp_path):
+def test_compile_ahead_widest_builds_the_widest_program_of_a_steps_prompts(tiny_checkpoint,
+                                                                            tmp_path):
   c = toy_task.toy_config(tmp_path, steps=1)
   c.update_loop.compile_ahead = "widest"
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
   st = c.stages[0]
-  view, _, updater, _, pool, stream = tr._stage(st, position=8)
+  view, collector, updater, _, pool, stream = tr._stage(st, position=8)
   pool.close()
-  # Step 1's prompts as a fresh stream hands them out, at the widest completion and packed widths.
+  assert not updater.pending  # "widest" starts with each step, not with the stage
+  # The step's prompts as a fresh stream hands them out, at the widest completion and packed widths.
   first = data_stream.ExampleStream(toy_task.make_examples(64), seed=st.data.seed + view.seed,
                                     shuffle=st.data.shuffle, position=8).take(4)
   lengths = step_perf.prompt_lengths(first, toy_task.prompt_fn, tr.tokenizer, 0)
   widest = update_programs.UpdateShape(update_lib.prompt_bucket(max(lengths)),
                                        c.rollout.max_new_tokens, 4 * c.rollout.max_new_tokens)
-  assert list(updater.pending) == [widest] and stream.position == 8  # peeked, not taken
-  assert updater.pending[widest].result() >= 0
+  pending = tr._compile_ahead(view, updater, collector, stream.peek(4))
+  assert list(pending) == [widest] and stream.position == 8  # peeked, not taken
+  updater.add_pending(pending)
+  assert tr._compile_ahead(view, updater, collector, stream.peek(4)) == {}  # never twice
+  assert pending[widest].result() >= 0
+  updater.close()
+  assert not updater.pending
