@@ -7,7 +7,8 @@ r"""One GRPO step (sample → reward → update) with SmolLM2-135M on CPU: groun
   python launch/bench_grpo_step.py --trl=false --lora_rank=8 --kl_coef=0.04   # LoRA: update memory
       # against full fine-tuning's (compiled, memory_analysis), then LoRA GRPO steps
   python launch/bench_grpo_step.py --trl=false --compile_ahead=all   # every gradient program
-      # compiled while step 1 samples (default widest: the one step 1 most likely runs; none)
+      # compiled while step 1 samples (default widest: while each step samples, the new one it
+      # most likely runs; none)
   pip install -e ".[bench]"                        # TRL and what it needs, for the peer
 
 The grounded workload: the synthetic world's questions with --passages retrieved passages each, in
@@ -50,7 +51,7 @@ _RECIPE = flags.DEFINE_string("recipe", "grace", "Whose prompt and reward (a rec
 _PASSAGES = flags.DEFINE_integer("passages", 5, "Retrieved passages per question (~24 tokens each).")
 _COMPILE_AHEAD = flags.DEFINE_enum("compile_ahead", "widest", ["none", "widest", "all"],
                                    "Ours: update_loop.compile_ahead (gradient programs compiled in a "
-                                   "thread while step 1 samples).")
+                                   "thread while a step samples).")
 _RESUME = flags.DEFINE_bool("resume", True, "Time a resumed run (a new process, the filled cache).")
 _RESUME_WORKDIR = flags.DEFINE_string("resume_workdir", None, "Internal: resume this run for one step "
                                       "and print its time to the first update.")
