@@ -37,20 +37,27 @@ def _digest_one(x: jax.Array) -> tuple[jax.Array, jax.Array]:
   finaliser, a bijection). A changed element always changes both sums (odd weights; bijection), so
   any one changed element is caught, and a random corruption goes unseen with probability ~2⁻⁶⁴.
   Integer sums are exact in any order, so the value does not depend on the sharding that computes it.
+
+  Both sums and the finiteness check are one variadic reduce: XLA:CPU then reads the array once,
+  its terms fused into the loop, where three separate reductions first wrote every term to a
+  temporary array as large as the input (~20x slower on a 1.6 GB training state; same values).
   """
+  finite = jnp.isfinite(x) if jnp.issubdtype(x.dtype, jnp.inexact) else None
   u = _as_words(x)
   i = jnp.arange(u.shape[0], dtype=jnp.uint32)
-  s1 = jnp.sum(u * (i * jnp.uint32(2) + jnp.uint32(1)), dtype=jnp.uint32)
+  weighted = u * (i * jnp.uint32(2) + jnp.uint32(1))
   h = u ^ (i * jnp.uint32(0x9E3779B9))
   h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
   h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
   h = h ^ (h >> 16)
-  s2 = jnp.sum(h, dtype=jnp.uint32)
-  if jnp.issubdtype(x.dtype, jnp.inexact):
-    finite = jnp.all(jnp.isfinite(x))
-  else:
-    finite = jnp.bool_(True)
-  return jnp.stack([s1, s2]), finite
+  if finite is not None and finite.size != u.shape[0]:  # 64-bit floats: two words per element
+    finite = jnp.repeat(finite.reshape(-1), u.shape[0] // max(finite.size, 1))
+  flags = jnp.ones_like(u, dtype=bool) if finite is None else finite.reshape(-1)
+  zero = jnp.uint32(0)
+  s1, s2, all_finite = jax.lax.reduce(
+      (weighted, h, flags), (zero, zero, jnp.bool_(True)),
+      lambda a, b: (a[0] + b[0], a[1] + b[1], jnp.logical_and(a[2], b[2])), (0,))
+  return jnp.stack([s1, s2]), all_finite
 
 
 @jax.jit

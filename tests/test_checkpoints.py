@@ -38,6 +38,22 @@ def test_round_trip_and_latest(tmp_path):
   ck.close()
 
 
+
+def test_abstract_target_without_sharding_restores_uncommitted_like_a_fresh_state(tmp_path):
+  """A jax.ShapeDtypeStruct without a sharding (what a one-device trainer's restore target holds
+  for the optimizer state: its shapes, not a zeroed copy) restores as a concrete uncommitted target
+  does: the saved values, uncommitted, so the programs a fresh run compiled are reused."""
+  ck = checkpoints.Checkpointer(tmp_path / "ck")
+  saved = _state(5)
+  ck.save(1, saved)
+  target = {**_state(0), "opt_state": jax.eval_shape(lambda: _state(0)["opt_state"])}
+  restored, _ = ck.restore(target)
+  for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(saved)):
+    np.testing.assert_array_equal(got, want)
+  assert all(isinstance(x, jax.Array) and not x.committed
+             for x in jax.tree.leaves(restored["opt_state"]) + jax.tree.leaves(restored["params"]))
+  ck.close()
+
 def test_missing_and_corrupt(tmp_path):
   ck = checkpoints.Checkpointer(tmp_path / "ck")
   with pytest.raises(FileNotFoundError, match="no checkpoint"):

@@ -26,3 +26,35 @@ def test_checksum_catches_one_changed_element_and_ignores_sharding():
   sharded = jax.device_put(x["f32"], jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data", "fsdp")))
   assert checksums({"f32": sharded})[0]["f32"] == sums["f32"]
   assert checksums({"f": jnp.array([1.0, jnp.nan])})[1] == {"f": False}
+
+
+def _numpy_checksum(x) -> str:
+  """checksums.py's two sums re-derived in numpy from the docstring's formula (uint32 wrap-around):
+  Σ u_i·(2i+1) and Σ fmix32(u_i ⊕ i·φ) over the array's bits as uint32 words."""
+  x = np.asarray(x)
+  u = (x.astype(np.uint8) if x.dtype == bool else x).reshape(-1)
+  u = u.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint32}[u.dtype.itemsize]).astype(np.uint32)
+  i = np.arange(u.size, dtype=np.uint32)
+  with np.errstate(over="ignore"):
+    s1 = (u * (i * np.uint32(2) + np.uint32(1))).sum(dtype=np.uint32)
+    h = u ^ (i * np.uint32(0x9E3779B9))
+    h = (h ^ (h >> np.uint32(16))) * np.uint32(0x85EBCA6B)
+    h = (h ^ (h >> np.uint32(13))) * np.uint32(0xC2B2AE35)
+    s2 = (h ^ (h >> np.uint32(16))).sum(dtype=np.uint32)
+  return f"{int(s1):08x}{int(s2):08x}"
+
+
+def test_checksum_equals_the_formula_so_older_checkpoints_still_verify():
+  """The digest's value is part of the checkpoint format (saved beside every array): however it is
+  computed, it must stay the documented formula (a numpy re-derivation here)."""
+  rng = np.random.default_rng(0)
+  x = {"f32": rng.standard_normal((37, 301)).astype(np.float32),
+       "bf16": jnp.linspace(-3, 3, 77, dtype=jnp.bfloat16), "bool": np.arange(13) % 3 == 0,
+       "i32": rng.integers(-2**31, 2**31 - 1, (5, 7), dtype=np.int32), "scalar": np.float32(2.5),
+       "empty": np.zeros((0, 4), np.float32)}
+  sums, finite = checksums({k: jnp.asarray(v) for k, v in x.items()})
+  assert sums == {k: _numpy_checksum(v) for k, v in x.items()}
+  assert all(finite.values())
+  nan = x["f32"].copy()
+  nan[36, 300] = np.inf
+  assert checksums({"f32": jnp.asarray(nan)})[1] == {"f32": False}

@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 from typing import Any, Mapping, Sequence
 
 import transformers
+
+from grounding_jax.models import config as config_lib
+
+
+def _direct_class(folder: pathlib.Path):
+  """transformers.TokenizersBackend when AutoTokenizer would build exactly that class for `folder`,
+  else None (then AutoTokenizer decides).
+
+  Why: importing AutoTokenizer's module imports every model's config and, through them, torch:
+  ~2 s of each run's start on the 2-core CPU (0.1 s for the tokenizer itself), a fifth of the
+  resumed run's budget (issue 17). The rule follows transformers 5's AutoTokenizer.from_pretrained:
+  a folder whose tokenizer_config.json names "TokenizersBackend" (what transformers 5 writes for a
+  tokenizer.json tokenizer, e.g. SmolLM2's converted folder), without remote code ("auto_map"), of a
+  model type this package loads (none of them is in AutoTokenizer's list of hub classes it
+  overrides), gets TokenizersBackend.from_pretrained(folder).
+  """
+  try:
+    tok_config = json.loads((folder / "tokenizer_config.json").read_text())
+    model_config = json.loads((folder / "config.json").read_text()) \
+        if (folder / "config.json").is_file() else {}
+  except (OSError, ValueError):
+    return None
+  model_type = model_config.get("model_type")  # none: AutoTokenizer goes by tokenizer_class alone
+  if (tok_config.get("tokenizer_class") != "TokenizersBackend" or "auto_map" in tok_config
+      or "auto_map" in model_config or not (folder / "tokenizer.json").is_file()
+      or model_type not in (None, *config_lib.SUPPORTED_MODEL_TYPES)):
+    return None
+  return transformers.TokenizersBackend
 
 
 def load_tokenizer(path: str | os.PathLike) -> transformers.PreTrainedTokenizerBase:
@@ -24,7 +53,8 @@ def load_tokenizer(path: str | os.PathLike) -> transformers.PreTrainedTokenizerB
   if not any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json",
                                               "tokenizer.model", "vocab.json")):
     raise FileNotFoundError(f"{folder}: no tokenizer files (tokenizer.json / tokenizer_config.json).")
-  tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+  tokenizer_class = _direct_class(folder) or transformers.AutoTokenizer
+  tokenizer = tokenizer_class.from_pretrained(str(folder), local_files_only=True)
   tokenizer.padding_side = "left"
   if tokenizer.pad_token is None:
     if tokenizer.eos_token is None:

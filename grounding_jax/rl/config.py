@@ -150,11 +150,16 @@ def default_config() -> ml_collections.ConfigDict:
       # only what the longest group needs (rounded up to update.packed_bucket). Applies when
       # micro_batch_size is a multiple of group_size (micro-batches then hold whole groups).
       share_prompts=True,
-      # Compile every gradient program the stage can run (update_programs.update_shapes: its prompt
-      # buckets x completion x packed buckets) in threads while step 1 samples. Pays off where
-      # compiling is cheap against a step and cores are idle while sampling (accelerators); on a
-      # 2-core CPU it compiles ~3x the programs a short run uses, so off by default.
-      compile_ahead=False,
+      # Gradient programs compiled in a thread while a step samples (rl/update_programs.py):
+      # "widest": the one a step most likely runs, its prompts' bucket at the widest completion and
+      # packed widths (any group whose completions fill over 3/4 of G x max_new_tokens needs it),
+      # when no step built it yet: launch/bench_grpo_step.py's step 1 took 55.7 s instead of
+      # 71.1 s on the loaded 2-core CPU. Its cost: one program per prompt bucket that a run of
+      # short completions never uses (a resumed run reads it from the compilation cache).
+      # "all": every program the stage can run (prompt buckets x completion x packed buckets: 24
+      # for the bench, whose step 1 then took 170 s instead of 67 s: worth it only where cores idle
+      # while an accelerator samples); "none".
+      compile_ahead="widest",
   ))
 
   # Per-step perf/ metrics (rl/step_perf.py): TFLOP of sample / reference / update, achieved

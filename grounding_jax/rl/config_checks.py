@@ -88,7 +88,8 @@ def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
     ck.integer("checkpoint.max_to_keep", lo=1, why="or None to keep every checkpoint")
   ck.boolean("checkpoint.resume")
   ck.boolean("logging.console")
-  ck.boolean("update_loop.compile_ahead")
+  ck.choice("update_loop.compile_ahead", ("none", "widest", "all"),
+            why="gradient programs compiled while step 1 samples")
   ck.boolean("perf.metrics")
   ck.boolean("perf.startup_report")
   cache = ck.value("compile_cache_dir")

@@ -39,6 +39,13 @@ class ExampleStream:
                                   if self.shuffle else np.arange(n))}
     return self._perm_cache[epoch]
 
+  def peek(self, global_count: int) -> list:
+    """Every host's next `global_count` examples (what the next take() calls return, all hosts'
+    shares in host order), without advancing."""
+    n = len(self.examples)
+    return [self.examples[self._order(i // n)[i % n]]
+            for i in range(self.position, self.position + global_count)]
+
   def take(self, global_count: int) -> list:
     """This host's share of the next `global_count` examples; advances the global position."""
     hosts, host = jax.process_count(), jax.process_index()

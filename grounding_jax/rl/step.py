@@ -52,17 +52,16 @@ class Updater:
     train_step, logprob_fn: the stage's jitted programs (update.make_train_step / make_logprob_fn).
     hosts: the host ↔ mesh plumbing.
     perf: records the programs each step runs (their FLOPs and memory, rl/step_perf.py); or None.
-    pending: compiles started ahead (update_programs.compile_update_programs), awaited before the
-      first update.
   """
 
   def __init__(self, view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings,
                train_step, logprob_fn, hosts: host_batch.HostBatches,
-               perf: step_perf.StepPerf | None = None, pending=()):
+               perf: step_perf.StepPerf | None = None):
     self.c, self.settings, self.hosts = view, settings, hosts
     self.train_step, self.logprob_fn = train_step, logprob_fn
-    self.perf, self.pending = perf, list(pending)
-    self._seen: set[update_programs.UpdateShape] = set()  # gradient programs built or under way
+    self.perf = perf
+    self.pending: dict[update_programs.UpdateShape, concurrent.futures.Future] = {}
+    self.seen: set[update_programs.UpdateShape] = set()  # gradient programs built or under way
 
   def _on_call(self, phase: str):
     return None if self.perf is None else (lambda fn, *a, **k: self.perf.record(phase, fn, *a, **k))
@@ -95,9 +94,6 @@ class Updater:
     widths = hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
-    if self.pending:  # compiles started ahead of step 1 (in threads, while it sampled)
-      concurrent.futures.wait(self.pending)
-      self.pending = []
     recompute = not self.keeps_sampler_logp(c, settings)
     sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
     if ref_params is not None:
@@ -126,6 +122,7 @@ class Updater:
       for m in range(u.num_minibatches):
         mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
         mini_widths = hosts.packed_widths(mini, mb, settings.group_size)
+        self._await(mini, mini_widths)
         self._compile_new_widths(params, rest, mini, mini_widths)
         with hosts.context():
           device_mini = hosts.device_batch(mini, mb)
@@ -148,13 +145,32 @@ class Updater:
     metrics.update(gap)
     return StepResult(params, opt_state, metrics, t_ref, t_update)
 
+  def _await(self, mini: dict, widths) -> None:
+    """Waits for the compiles under way (compiled ahead) of the programs this mini-batch runs;
+    the others go on in their thread."""
+    needed = {update_programs.UpdateShape(mini["prompt_ids"].shape[1],
+                                          mini["completion_ids"].shape[1], w)
+              for w in (widths or [None])}
+    concurrent.futures.wait([self.pending.pop(s) for s in needed if s in self.pending])
+
+  def close(self) -> None:
+    """Waits for the compiles still under way (programs no step of the stage ran)."""
+    concurrent.futures.wait(list(self.pending.values()))
+    self.pending = {}
+
+  def add_pending(self, pending: dict) -> None:
+    """Gradient programs compiling ahead ({shape: future}, update_programs.compile_stage): each
+    mini-batch that runs one waits for it, and no step compiles it again."""
+    self.pending.update(pending)
+    self.seen |= set(pending)
+
   def _compile_new_widths(self, params, rest, mini: dict, widths) -> None:
     """Compiles the gradient programs a mini-batch needs and no step has built, concurrently
     (one XLA compile keeps ~one core busy; train_step would build them one after another), when
     there are two or more. Step 1 of the 2-core GRPO bench needs up to four."""
     shapes = {update_programs.UpdateShape(mini["prompt_ids"].shape[1], mini["completion_ids"].shape[1],
-                                          w) for w in (widths or [None])} - self._seen
-    self._seen |= shapes
+                                          w) for w in (widths or [None])} - self.seen
+    self.seen |= shapes
     if len(shapes) < 2:
       return
     mb = self.c.update_loop.micro_batch_size

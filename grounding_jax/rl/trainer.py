@@ -96,17 +96,22 @@ class Trainer:
                                        position=position)
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
-    pending = self._compile_ahead(view, settings, train_step, data, prompt_fn) \
-        if view.update_loop.compile_ahead else ()
-    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf, pending)
+    updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf)
+    if view.update_loop.compile_ahead == "all":
+      updater.add_pending(self._compile_ahead(view, updater, collector, data))
     return view, collector, updater, optimizer, pool, stream
 
-  def _compile_ahead(self, view, settings, train_step, data, prompt_fn) -> list:
-    """Starts compiling every gradient program of the stage (update_programs) in threads."""
-    lengths = step_perf.prompt_lengths(data, prompt_fn, self.tokenizer, view.rollout.max_prompt_tokens)
-    return update_programs.compile_stage(view, settings, train_step, self.params, self.rest,
-                                         self.hosts, lengths,
-                                         step_lib.Updater.keeps_sampler_logp(view, settings))
+  def _compile_ahead(self, view, updater: step_lib.Updater, collector: collect.Collector,
+                     prompts) -> dict:
+    """Starts compiling, in threads, the gradient programs `prompts` can run that no step has
+    built (update_programs.compile_stage): all of them (update_loop.compile_ahead="all", the
+    stage's data), or the widest ("widest": the next step's prompts); {shape: future}."""
+    lengths = step_perf.prompt_lengths(prompts, collector.prompt_fn, self.tokenizer,
+                                       view.rollout.max_prompt_tokens)
+    return update_programs.compile_stage(
+        view, updater.settings, updater.train_step, self.params, self.rest, self.hosts, lengths,
+        step_lib.Updater.keeps_sampler_logp(view, updater.settings),
+        widest_only=view.update_loop.compile_ahead == "widest", skip=updater.seen)
 
   def startup_report(self) -> str:
     """The first stage's widest update and log-prob programs' peak memory per device for this
@@ -134,8 +139,12 @@ class Trainer:
     total = sum(st.num_steps for st in c.stages)
     stage_idx, stage_step, global_step, position = 0, 0, 0, 0
     rng = jax.random.key(c.seed)
+    t_restore = time.perf_counter()
     restored = self.checkpointer.restore_latest_intact(self._restore_target) \
         if c.checkpoint.resume else None
+    # Set-up seconds spent before a step, logged with it (time/restore: this call's checkpoint
+    # restore; time/stage_setup: the stage's data, programs, sampler and reward pool).
+    setup_times = {"time/restore": time.perf_counter() - t_restore} if restored is not None else {}
     health = health_lib.RunHealth(c.health)  # non-finite steps and monitors (rl/health.py)
     if restored is not None:  # the newest intact checkpoint (a corrupt newer one is moved aside)
       restored, meta, _ = restored
@@ -157,7 +166,9 @@ class Trainer:
         if stage_step >= st.num_steps:  # a finished stage (e.g. resumed at its final checkpoint)
           stage_idx, stage_step, position, restored = stage_idx + 1, 0, 0, None
           continue
+        t_stage = time.perf_counter()
         view, collector, updater, optimizer, pool, stream = self._stage(st, position)
+        setup_times["time/stage_setup"] = time.perf_counter() - t_stage
         if restored is not None:  # mid-stage resume: the stage's optimizer state and reference
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
           restored = None
@@ -174,6 +185,8 @@ class Trainer:
                                             opt_state, ref_params)
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics["stage"] = float(stage_idx)
+            metrics.update(setup_times)
+            setup_times = {}
             metrics = health.observe(global_step, metrics, self.params)
             meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
                     "data_position": stream.position}
@@ -191,6 +204,7 @@ class Trainer:
                                      {**meta, "health": health.state()})
         finally:
           pool.close()
+          updater.close()
         stage_idx, stage_step, position = stage_idx + 1, 0, 0
     finally:
       writer.close()
@@ -203,7 +217,14 @@ class Trainer:
     optimizer, _ = setup.optimizer(view, self.config.stages[meta["stage"]].num_steps)
     rng = jax.random.key(self.config.seed)
     ref = self.params if view.loss.kl_coef else None
-    return self.hosts.on_mesh(self._state(optimizer.init(self.params), rng, ref), abstract=True)
+    if all(not x.committed for x in jax.tree.leaves(self.params)):
+      # One device, nothing placed: the optimizer state's shapes suffice (restored uncommitted, as
+      # optimizer.init would make it); a concrete init zeroed a second copy of the state (Adam:
+      # 2x the params, ~0.5 s of SmolLM2's resume).
+      opt_state = jax.eval_shape(optimizer.init, self.params)
+    else:
+      opt_state = optimizer.init(self.params)
+    return self.hosts.on_mesh(self._state(opt_state, rng, ref), abstract=True)
 
   def _state(self, opt_state, rng, ref_params) -> dict:
     """The checkpointed training state (the reference only when the stage has a KL term). Under
@@ -227,6 +248,10 @@ class Trainer:
     t_start, compiled_before = time.perf_counter(), metrics_writer.compile_seconds()
     if self.perf is not None:
       self.perf.begin_step()
+    view = updater.c
+    if view.update_loop.compile_ahead == "widest":  # in a thread while this step samples
+      updater.add_pending(self._compile_ahead(view, updater, collector,
+                                              stream.peek(view.rollout.prompts_per_step)))
     # The sampler reads the trainer's split directly (no merge and re-split per step).
     policy = (self.graphdef, nnx.merge_state(self.params, self.rest))
     gb = collector.collect(key, stream, policy)

@@ -121,18 +121,25 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
 
 
 def compile_stage(view, settings: update_lib.UpdateSettings, train_step: Callable, params, rest,
-                  hosts, prompt_lengths: Iterable[int], sampler_logp: bool
-                  ) -> list[concurrent.futures.Future]:
-  """compile_update_programs for every shape of a trainer stage (view: its rl config view), in up
-  to 4 threads leaving one core to the caller."""
+                  hosts, prompt_lengths: Iterable[int], sampler_logp: bool, widest_only: bool = False,
+                  skip: Iterable[UpdateShape] = ()) -> dict[UpdateShape, concurrent.futures.Future]:
+  """compile_update_programs for the shapes of a trainer stage (view: its rl config view), in up
+  to 4 threads leaving one core to the caller: every shape its prompts can run, or with
+  `widest_only` the widest one (the prompts' widest bucket, widest completion and packed widths),
+  less those in `skip` (built already); returns {shape: future}."""
   r, u = view.rollout, view.update_loop
   shapes = update_shapes(prompt_lengths, max_new_tokens=r.max_new_tokens,
                          length_multiple=u.length_multiple, group_size=settings.group_size)
+  skip = set(skip)
+  shapes = [s for s in ([max(shapes)] if widest_only else shapes) if s not in skip]
+  if not shapes:
+    return {}
   rows = r.prompts_per_step // jax.process_count() * r.group_size // u.num_minibatches
-  return compile_update_programs(
+  futures = compile_update_programs(
       train_step, params, rest, hosts, shapes, settings=settings,
       micro_batch_size=u.micro_batch_size, num_micro=max(rows // u.micro_batch_size, 1),
       threads=max(1, min(4, (os.cpu_count() or 1) - 1)), sampler_logp=sampler_logp)
+  return dict(zip(shapes, futures))
 
 
 def zero_batch(hosts, shape: UpdateShape, keys: Iterable[str], micro_batch_size: int,

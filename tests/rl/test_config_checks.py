@@ -124,7 +124,7 @@ BAD = [  # (field, value, what the message must also say)
     ("stages[0].data.path", "", "JSONL file"),  # with kind="jsonl" (below)
     ("stages[0].optimizer", {"learning_rate": -1.0}, "> 0"),
     ("workdir", "", "non-empty path"),
-    ("update_loop.compile_ahead", None, "True or False"),
+    ("update_loop.compile_ahead", "some", "('none', 'widest', 'all')"),
     ("perf.metrics", None, "True or False"),
     ("perf.startup_report", None, "True or False"),
     ("seed", -1, ">= 0"),

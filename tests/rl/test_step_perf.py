@@ -9,7 +9,9 @@ import pytest
 
 import toy_task
 from grounding_jax import perf
+from grounding_jax.rl import data_stream
 from grounding_jax.rl import step_perf
+from grounding_jax.rl import update as update_lib
 from grounding_jax.rl import update_programs
 
 
@@ -85,7 +87,7 @@ def test_sampler_flops_match_a_direct_count():
 
 def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_checkpoint, tmp_path):
   c = toy_task.toy_config(tmp_path, steps=1)
-  c.update_loop.compile_ahead = True
+  c.update_loop.compile_ahead = "all"
   c.loss.logprob_chunk_size = 40  # programs no other test compiled in this process
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
   history, compiles = _compiles_of("accumulate", tr.train)
@@ -95,3 +97,27 @@ def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_che
                                          group_size=c.rollout.group_size)
   assert compiles == len(listed)  # every listed shape once, ahead; step 1's update added none
   assert np.isfinite(history[0]["loss"])
+
+
+def test_compile_ahead_widest_builds_the_widest_program_of_a_steps_prompts(tiny_checkpoint,
+                                                                            tmp_path):
+  c = toy_task.toy_config(tmp_path, steps=1)
+  c.update_loop.compile_ahead = "widest"
+  tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
+  st = c.stages[0]
+  view, collector, updater, _, pool, stream = tr._stage(st, position=8)
+  pool.close()
+  assert not updater.pending  # "widest" starts with each step, not with the stage
+  # The step's prompts as a fresh stream hands them out, at the widest completion and packed widths.
+  first = data_stream.ExampleStream(toy_task.make_examples(64), seed=st.data.seed + view.seed,
+                                    shuffle=st.data.shuffle, position=8).take(4)
+  lengths = step_perf.prompt_lengths(first, toy_task.prompt_fn, tr.tokenizer, 0)
+  widest = update_programs.UpdateShape(update_lib.prompt_bucket(max(lengths)),
+                                       c.rollout.max_new_tokens, 4 * c.rollout.max_new_tokens)
+  pending = tr._compile_ahead(view, updater, collector, stream.peek(4))
+  assert list(pending) == [widest] and stream.position == 8  # peeked, not taken
+  updater.add_pending(pending)
+  assert tr._compile_ahead(view, updater, collector, stream.peek(4)) == {}  # never twice
+  assert pending[widest].result() >= 0
+  updater.close()
+  assert not updater.pending
