@@ -79,7 +79,7 @@ Then, GRPO from run 5's or run 6's SFT model (world 2 is a dev world from here o
      groups were all abstentions by step 8 (refusal corner; stopped there).
 Then SFT on ANOTHER world (--config.data.seed=<world + 1000>: questions about other invented
 entities, so no fact of the evaluated world), lr 5e-5 cosine, batches of 4, evaluated on dev world 1
-(runs 12-16) or 4 (run 17) with this file's GRPO stage unless said:
+(runs 12-16, 18, 19) or 4 (run 17) with this file's GRPO stage unless said:
  12. 128 answerable rows (num_examples=256, answerable_only), 32 steps: SFT −9.4 (90.6 %, 0 %) — it
      reads (a name from the passage that answers the asked relation) without having seen the world;
      GRPO sampled no abstention in 5 steps and its groups went 25 → 100 % zero-variance (stopped).
@@ -95,18 +95,23 @@ entities, so no fact of the evaluated world), lr 5e-5 cosine, batches of 4, eval
      [−6.2, +43.8]; at lr 3e-6: −6.2 (0 %, 87.5 %), +12.5 [−10.9, +35.9].
  17. run 16's SFT recipe on world 4 (SFT world 1004): SFT −34.4 (65.6 %, 0 %) → GRPO −15.6 (84.4 %,
      0 %), +18.8 [−3.1, +37.5]: accuracy up 19 points, never an abstention sampled.
+ 18. run 15's SFT, 16 prompts × G=4 a step (64 completions) at lr 3e-6: abstentions 41 % (step 1) →
+     97 % (step 12), GRPO 0 (0 %, 100 %), +9.4 [−10.9, +29.7].
+ 19. run 15's SFT with a KL term to it (loss.kl_coef=0.2, k3): the path of run 15 (abstentions 44 %
+     → 97 % by step 4; per-token KL 0.02, small beside advantages of ±1; stopped).
 Why GRPO still finds the refusal corner when SFT reads well: on an answerable prompt the advantage of
 an abstention is (0 − mean)/std = (p_wrong − p_correct)/std, positive whenever the group's wrong
 answers outnumber its right ones, and SFT's sampled accuracy at T = 1 is well below its greedy one
 (run 15: 19 % of answerable samples correct at step 1 against 62.5 % greedy). With 4 prompts a step
-a few hard questions teach abstaining everywhere within 12 steps at these rates.
+a few hard questions teach abstaining everywhere within 12 steps at these rates; 16 prompts a step
+(run 18) and a KL term (run 19) did not change that.
 So in this budget GRPO moves the 135M model to one of two corners, answering everything (more
-accurately: runs 2, 3, 5, 9, 17) or abstaining on everything (runs 1, 6, 10, 11, 15, 16), depending
-on where SFT left it (its sampled accuracy against the abstention it happens to sample); no run learned to tell
-the two kinds of context apart. The table's accuracy and abstention columns show which corner a run
+accurately: runs 2, 3, 5, 9, 17) or abstaining on everything (runs 1, 6, 10, 11, 15, 16, 18, 19),
+depending on where SFT left it (its sampled accuracy against the abstention it happens to sample);
+no GRPO run learned to tell the two kinds of context apart. The table's accuracy and abstention columns show which corner a run
 reached. The landed settings are run 9's and 10's (answerable-only SFT, unrelated contexts): with
 them either corner beats SFT on truthfulness, which is why the table's two columns matter more than
-the headline. Runs 12-17's other-world SFT reads far better (66-91 % against 22-50 %) but was not
+the headline. Runs 12-19's other-world SFT reads far better (66-91 % against 22-50 %) but was not
 landed: its GRPO runs reached the same corners, with intervals that include zero.
 
 Data and the held-out rule. GRPO trains on 64 questions of the synthetic world (seed WORLD_SEED, half
