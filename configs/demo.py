@@ -107,6 +107,9 @@ entities, so no fact of the evaluated world), lr 5e-5 cosine, batches of 4, eval
      (~69 % of the answerable half), 19 % abstentions. One run on one dev world: not yet landed
      (two SFT passes cost ~17 min, past the 25-minute budget with the rest; to try next: fewer rows
      twice, then world 4, then the report on world 5).
+ 21. run 20's recipe on world 4 (both SFT passes on world 1004): SFT +7.8 (56.2 %, 96.9 %) → GRPO
+     +7.8 (50 %, 100 %), +0 [−17.2, +15.6]: the discriminating SFT reproduced; GRPO gained nothing
+     (its samples also dipped into abstaining, 97 % at step 7, and came back to 41-66 %).
 Why GRPO still finds the refusal corner when SFT reads well: on an answerable prompt the advantage of
 an abstention is (0 − mean)/std = (p_wrong − p_correct)/std, positive whenever the group's wrong
 answers outnumber its right ones, and SFT's sampled accuracy at T = 1 is well below its greedy one
