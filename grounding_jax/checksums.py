@@ -51,7 +51,7 @@ def _digest_one(x: jax.Array) -> tuple[jax.Array, jax.Array]:
   h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
   h = h ^ (h >> 16)
   if finite is not None and finite.size != u.shape[0]:  # 64-bit floats: two words per element
-    finite = jnp.repeat(finite.reshape(-1), u.shape[0] // max(finite.size, 1))
+    finite = jnp.repeat(finite.reshape(-1), u.shape[0] // finite.size)  # sizes differ: both > 0
   flags = jnp.ones_like(u, dtype=bool) if finite is None else finite.reshape(-1)
   zero = jnp.uint32(0)
   s1, s2, all_finite = jax.lax.reduce(
