@@ -40,13 +40,19 @@ unanswerable item can be answered correctly (the names are invented), so accurac
 the passages and every non-abstention on those items is a hallucination. It is also the easier
 case of the two (retrieval that found nothing relevant, not near misses); runs 1-6 used "mentions".
 
-Why a short SFT first, on the answerable questions only. SmolLM2 never writes `\boxed{}` on its own
-(reward −1 on every sample: zero within-group variance, no gradient). One pass over the gold
-completions of the 32 answerable training questions teaches the FORMAT (think, quote the passage,
-box the name); the model then boxes answers but mostly picks the wrong name, so GRPO's groups mix +1
-and −1. Abstaining is left to GRPO (the prompt says how): an SFT that also saw `\boxed{I don't
-know}` targets set an abstention bias that differed from world to world (9 % on one, 78 % on
-another, 97 % on a third), which GRPO then undid or drove to 100 % (runs 1-3, 11).
+Why SFT on ANOTHER world, both kinds, two passes (runs 12-23). SmolLM2 never writes `\boxed{}` on
+its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT teaches the
+format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other invented
+entities: no fact, question or passage of the evaluated world), half answerable (gold: think, quote
+the passage, box the name) and half over unrelated passages with the target `\boxed{I don't know}`.
+So SFT teaches reading and abstaining as skills, not the evaluated world's facts, and GRPO starts
+from a model that already tells the two kinds apart (runs 15, 20, 21: abstention 53-97 %, accuracy
+56-62 %). Two passes, because after one GRPO found the refusal corner (runs 15-19): the model's
+sampled accuracy on answerable prompts was far below its greedy one, and on such a prompt an
+abstention's GRPO advantage is positive whenever the group's wrong answers outnumber its right ones.
+SFT on the evaluated world's own training draw (runs 1-11: 32-64 rows, answerable only or both kinds)
+taught the format but no abstention, or an abstention bias that varied from world to world (9 %,
+78 %, 97 %), and GRPO then went to one corner or the other.
 
 How the settings were chosen (dev worlds: seeds 1 and 4, and 2 once it was spent; runs 3 and 6 on
 then-reported worlds). Runs 1-6 with unanswerable="mentions":
@@ -110,28 +116,37 @@ entities, so no fact of the evaluated world), lr 5e-5 cosine, batches of 4, eval
  21. run 20's recipe on world 4 (both SFT passes on world 1004): SFT +7.8 (56.2 %, 96.9 %) → GRPO
      +7.8 (50 %, 100 %), +0 [−17.2, +15.6]: the discriminating SFT reproduced; GRPO gained nothing
      (its samples also dipped into abstaining, 97 % at step 7, and came back to 41-66 %).
+Then GRPO with 8 prompts × G=8 a step (64 completions, this file's stage since), lr 1e-5, 12 steps:
+ 22. from run 20's SFT model (dev world 1): GRPO +37.5 (87.5 %, 96.9 %), GRPO − SFT +32.8 [+14.1,
+     +51.6]; from run 21's (world 4): +25.0 (81.2 %, 87.5 %), +17.2 [+0, +35.9] — accuracy up 25-31
+     points on both worlds, abstention kept (97 → 97 % and 97 → 88 %). Samples in the last steps:
+     ~40-47 % abstentions, 36-47 % correct (of 50 % answerable).
+ 23. the landed settings end to end (`launch/demo.py --dev`, `--world=4`): SFT one run of 2 epochs
+     over 192 rows (96 steps, cosine from 5e-5; runs 20-21 had two runs over 256 rows) → GRPO as in
+     run 22. TBD_RUN23_LIST
 Why GRPO still finds the refusal corner when SFT reads well: on an answerable prompt the advantage of
 an abstention is (0 − mean)/std = (p_wrong − p_correct)/std, positive whenever the group's wrong
 answers outnumber its right ones, and SFT's sampled accuracy at T = 1 is well below its greedy one
 (run 15: 19 % of answerable samples correct at step 1 against 62.5 % greedy). With 4 prompts a step
 a few hard questions teach abstaining everywhere within 12 steps at these rates; 16 prompts a step
 (run 18) and a KL term (run 19) did not change that.
-So in this budget GRPO moves the 135M model to one of two corners, answering everything (more
-accurately: runs 2, 3, 5, 9, 17) or abstaining on everything (runs 1, 6, 10, 11, 15, 16, 18, 19),
-depending on where SFT left it (its sampled accuracy against the abstention it happens to sample);
-no GRPO run before run 20 learned to tell the two kinds of context apart. The table's accuracy and abstention columns show which corner a run
-reached. The landed settings are run 9's and 10's (answerable-only SFT, unrelated contexts): with
-them either corner beats SFT on truthfulness, which is why the table's two columns matter more than
-the headline. Runs 12-19's other-world SFT reads far better (66-91 % against 22-50 %) but was not
-landed: its GRPO runs reached the same corners, with intervals that include zero.
+Before run 22, GRPO in this budget moved the 135M model to one of two corners, answering everything
+(more accurately: runs 2, 3, 5, 9, 17) or abstaining on everything (runs 1, 6, 10, 11, 15, 16, 18,
+19), depending on where SFT left it (its sampled accuracy against the abstention it happened to
+sample). Twice the prompts a step (8 × G=8, run 22) from two-pass SFT steadied the policy: it raised
+accuracy on answerable items and kept abstaining on both dev worlds. The table's accuracy and
+abstention columns show whether a run reached a corner.
 
-Data and the held-out rule. GRPO trains on 64 questions of the synthetic world (seed WORLD_SEED, half
-unanswerable), SFT on that draw's 32 answerable ones; every evaluation asks EVAL_QUESTIONS other
-questions of that world that neither stage saw (grounding_jax.data.splits.held_out).
+TBD_RUN23
+
+Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
+WORLD_SEED, half unanswerable), SFT on SFT_EXAMPLES questions of world WORLD_SEED + SFT_WORLD_OFFSET;
+every evaluation asks EVAL_QUESTIONS other questions of the GRPO world that neither stage saw
+(grounding_jax.data.splits.held_out).
 
 Settings that exist only to fit the CPU budget (not the paper's; TruthRL trains Llama-3.1-8B with lr
-1e-6, G=8, 8k tokens, β=0.001): SFT learning rate, rows and steps; GRPO's learning rate, steps, prompts
-per step, 96 new tokens and no KL term; 64 held-out questions.
+1e-6, G=8, 8k tokens, β=0.001): SFT learning rate, rows and passes; GRPO's learning rate, steps,
+prompts per step, 96 new tokens and no KL term; 64 held-out questions.
 """
 
 import ml_collections
@@ -140,16 +155,20 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 from grounding_jax.sft import trainer as sft_trainer
 
-WORLD_SEED = 3        # the reported world (why not 0 or 2: the module doc)
+WORLD_SEED = 5        # the reported world (why not 0, 2 or 3: the module doc)
 DEV_SEED = 1          # the world the settings were chosen on
-TRAIN_QUESTIONS = 64  # GRPO prompts; SFT rows are its answerable half (one draw: held out from both)
+TRAIN_QUESTIONS = 64  # GRPO prompts (one draw of the world; the held-out questions are others)
+SFT_WORLD_OFFSET = 1000  # SFT's rows come from world seed + 1000: none of the evaluated world's facts
+SFT_EXAMPLES = 256    # half answerable, half unrelated passages with target `\boxed{I don't know}`
+SFT_PASSES = ("sft", "sft2")  # two SFT runs over the rows, the second from the first's model (module
+                              # doc: one pass, or one run of 2 epochs, left GRPO a refusal corner)
 ANSWERABLE_RATIO = 0.5
 UNANSWERABLE = "unrelated"  # unanswerable contexts name none of the question's entities (module doc)
 EVAL_QUESTIONS = 64   # CPU budget: ~1 s a question greedy; 64 keeps three evaluations under 4 min
 MAX_NEW_TOKENS = 96   # a two-hop gold completion (think + box) is ~75 SmolLM2 tokens
 MAX_PROMPT_TOKENS = 1024  # TruthRL's prompt over 5 synthetic passages: ~420 tokens
-GRPO_STEPS = 12      # CPU budget (4 prompts × G=8: ~25 s a step on the idle 2 cores, ~60 s shared)
-PRESETS = ("sft", "dev", "runlocal")
+GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~45 s a step on the idle 2 cores)
+PRESETS = ("sft", "sft2", "dev", "runlocal")
 
 
 def _data(seed: int) -> dict:
@@ -157,25 +176,28 @@ def _data(seed: int) -> dict:
               answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE, shuffle=True)
 
 
-def sft_config(seed: int) -> ml_collections.ConfigDict:
-  """The warm-up: one pass over the 32 training questions' TruthRL gold completions."""
+def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
+  """An SFT pass over SFT_EXAMPLES gold completions of ANOTHER world, both kinds (`second`: the
+  second pass, from the first's model at a lower rate)."""
   c = sft_trainer.default_config()
-  c.workdir = "/tmp/grounding_jax_demo/sft"
-  c.model.path = presets.SMOLLM2
+  c.workdir = "/tmp/grounding_jax_demo/sft" if second else "/tmp/grounding_jax_demo/sft1"
+  c.model.path = "/tmp/grounding_jax_demo/sft1/hf" if second else presets.SMOLLM2
   c.model.remat = True              # else the backward keeps 30 layers' activations: GBs
-  # The answerable half of the GRPO draw only: SFT teaches the answer format (think, quote, box);
-  # when to abstain is left to GRPO's ternary reward (see the module doc).
+  # Another world's questions (no entity, fact or question of the evaluated world), half of them over
+  # unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format, reading and
+  # when to abstain; GRPO then sharpens both (module doc, runs 12-21).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",
-                     target="default", num_examples=TRAIN_QUESTIONS, seed=seed,
-                     answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE,
-                     answerable_only=True))
+                     target="default", num_examples=SFT_EXAMPLES, seed=seed + SFT_WORLD_OFFSET,
+                     answerable_ratio=0.5, unanswerable=UNANSWERABLE, answerable_only=False))
   c.data.max_prompt_tokens = MAX_PROMPT_TOKENS
   c.data.max_completion_tokens = 128
-  c.batch_size, c.micro_batch_size = 4, 2  # CPU budget: one pass, 8 steps of 4 rows
+  c.batch_size, c.micro_batch_size = 4, 2  # CPU budget: SFT_EXAMPLES / 4 = 64 steps a pass
   c.num_epochs = 1
-  # CPU budget: a high rate so 8 updates land the format (TruthRL's SFT baseline uses 5e-6).
-  c.optimizer.update(dict(learning_rate=5e-5, schedule="cosine", warmup_ratio=0.1, max_grad_norm=1.0))
-  c.checkpoint.every_steps = 8
+  # CPU budget: high rates for a few hundred rows (TruthRL's SFT baseline uses 5e-6); each pass its
+  # own cosine (run 20; one cosine over 2 epochs at 5e-5, run 23, did not do the same).
+  c.optimizer.update(dict(learning_rate=2e-5 if second else 5e-5, schedule="cosine",
+                          warmup_ratio=0.1, max_grad_norm=1.0))
+  c.checkpoint.every_steps = 64
   return c
 
 
@@ -187,8 +209,9 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   c.stages = [rl_config.stage("demo", num_steps=GRPO_STEPS, recipe="truthrl", data=_data(seed))]
   presets.runlocal(c, steps=GRPO_STEPS, max_new_tokens=MAX_NEW_TOKENS)
   # Pinned here (presets.runlocal's sizes change with the recipes' shrinks): the sizes measured in
-  # this file's docstring. CPU budget: 4 prompts × G=8, one group per micro-batch.
-  c.rollout.update(dict(prompts_per_step=4, group_size=8))
+  # this file's docstring. CPU budget: 8 prompts × G=8, one group per micro-batch (with 4 prompts a
+  # step, runs 20-21, a few hard questions a step swung the policy into and out of abstaining).
+  c.rollout.update(dict(prompts_per_step=8, group_size=8))
   c.update_loop.micro_batch_size = 8
   c.stages[0].data.update(_data(seed))  # the demo's own draw (seed, answerable share)
   c.rollout.max_prompt_tokens = MAX_PROMPT_TOKENS
@@ -223,4 +246,8 @@ def get_config(arg=None):
     if not value.isdigit():
       raise ValueError(f"configs/demo.py:{arg}: world={value!r} must be a non-negative integer seed")
     seed = int(value)
-  return sft_config(seed) if "sft" in parts else grpo_config(seed)
+  if "sft" in parts and "sft2" in parts:
+    raise ValueError(f"configs/demo.py:{arg}: name one SFT pass: sft or sft2, not both")
+  if "sft" in parts or "sft2" in parts:
+    return sft_config(seed, second="sft2" in parts)
+  return grpo_config(seed)

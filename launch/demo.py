@@ -76,12 +76,19 @@ def world_preset(dev: bool = False, world: int | None = None) -> str:
   return "dev" if dev else ("" if world is None else f"world={world}")
 
 
-def load_configs(world: str = "") -> tuple[ml_collections.ConfigDict, ml_collections.ConfigDict]:
-  """(SFT config, GRPO config) of configs/demo.py on `world` (a `world_preset`)."""
+def config_module():
+  """configs/demo.py as a module (its constants: SFT_PASSES, SFT_WORLD_OFFSET, ...)."""
   spec = importlib.util.spec_from_file_location("demo_config", CONFIG)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config(f"sft,{world}" if world else "sft"), module.get_config(world or None)
+  return module
+
+
+def load_configs(world: str = "") -> tuple[tuple[ml_collections.ConfigDict, ...], ml_collections.ConfigDict]:
+  """(SFT passes' configs, GRPO config) of configs/demo.py on `world` (a `world_preset`)."""
+  module = config_module()
+  sft = tuple(module.get_config(",".join(p for p in (name, world) if p)) for name in module.SFT_PASSES)
+  return sft, module.get_config(world or None)
 
 
 @dataclasses.dataclass
@@ -122,13 +129,22 @@ def _config_arg(world: str) -> str:
   return f"configs/demo.py:{world}" if world else "configs/demo.py"
 
 
-def commands(workdir: pathlib.Path, world: str = "") -> dict[str, str]:
+def _sft_dir(i: int, n: int) -> str:
+  """SFT pass i's folder under the workdir: the last pass's is `sft` (the SFT row, GRPO's start)."""
+  return "sft" if i == n - 1 else f"sft{i + 1}"
+
+
+def commands(workdir: pathlib.Path, world: str = "", passes: Sequence[str] = ("sft",)) -> dict[str, str]:
   """The command that reproduces each row (and stage) on its own."""
   config = _config_arg(world)
-  sft_config = f"configs/demo.py:sft,{world}" if world else "configs/demo.py:sft"
   w = str(workdir)
+  sft = []
+  for i, name in enumerate(passes):
+    path = f" --config.model.path={w}/{_sft_dir(i - 1, len(passes))}/hf" if i else ""
+    sft.append(f"python launch/sft.py --config=configs/demo.py:{name}{',' + world if world else ''}"
+               f"{path} --workdir={w}/{_sft_dir(i, len(passes))}")
   return {
-      "SFT": f"python launch/sft.py --config={sft_config} --workdir={w}/sft",
+      "SFT": " && ".join(sft),
       "GRPO": (f"python launch/train.py --config={config} --config.model.path={w}/sft/hf "
                f"--workdir={w}/grpo"),
       "evaluate": (f"python launch/evaluate.py --config={config} --model=smollm2 "
@@ -145,24 +161,33 @@ def _training_notes(history: Sequence[dict]) -> list[str]:
           f"(mean {v['mean']:.3g})" for k, v in report.training_signal(history, labels).items()]
 
 
-def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
+def run(workdir: str | os.PathLike,
+        sft_cfgs: ml_collections.ConfigDict | Sequence[ml_collections.ConfigDict],
         grpo_cfg: ml_collections.ConfigDict, *, real_data: Sequence[str] = (),
         real_num_examples: int = 24, world: str = "", progress: bool = True) -> dict:
   """Runs every stage (module doc); returns {"results", "intervals", "vs_sft", "report", "real"}.
 
-  The configs are used as given except for their workdirs (<workdir>/sft, <workdir>/grpo) and the
-  GRPO model path (<workdir>/sft/hf, the SFT model).
+  `sft_cfgs` is one SFT config or several passes, each from the previous pass's model. The configs
+  are used as given except for their workdirs (<workdir>/sft1, ... for the passes before the last;
+  <workdir>/sft, <workdir>/grpo) and model paths (a pass after the first starts from the previous
+  pass's HF folder; GRPO from <workdir>/sft/hf, the SFT model).
   """
   workdir = pathlib.Path(workdir).absolute()
   if workdir.exists() and any(workdir.iterdir()):  # the trainers would resume an earlier run
     raise ValueError(f"--workdir={workdir} is not empty; give a new folder (or none: a fresh temporary "
                      "one)")
   clock = Clock(7 if real_data else 6)
-  sft_cfg, grpo_cfg = ml_collections.ConfigDict(sft_cfg), ml_collections.ConfigDict(grpo_cfg)
-  base_path = os.path.abspath(presets.resolve_model_path(sft_cfg.model.path))
-  sft_cfg.model.path, sft_cfg.workdir = base_path, str(workdir / "sft")
+  if isinstance(sft_cfgs, ml_collections.ConfigDict):
+    sft_cfgs = (sft_cfgs,)
+  sft_cfgs = [ml_collections.ConfigDict(c) for c in sft_cfgs]
+  grpo_cfg = ml_collections.ConfigDict(grpo_cfg)
+  base_path = os.path.abspath(presets.resolve_model_path(sft_cfgs[0].model.path))
+  for i, c in enumerate(sft_cfgs):
+    c.workdir = str(workdir / _sft_dir(i, len(sft_cfgs)))
+    c.model.path = str(workdir / _sft_dir(i - 1, len(sft_cfgs)) / "hf") if i else base_path
+    c.logging.console = progress
   grpo_cfg.model.path, grpo_cfg.workdir = str(workdir / "sft" / "hf"), str(workdir / "grpo")
-  sft_cfg.logging.console = grpo_cfg.logging.console = progress
+  grpo_cfg.logging.console = progress
 
   # Everything a user can get wrong is checked before the model loads.
   settings = harness.EvalSettings.from_config(grpo_cfg)
@@ -171,7 +196,7 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
                              [st.data for st in grpo_cfg.stages])
   rewards = setup.reward_functions(setup.stage_config(grpo_cfg, grpo_cfg.stages[-1]))
   harness.check_examples(examples, settings, rewards)
-  rows = sft_data.load_rows(sft_cfg.data)
+  rows = [sft_data.load_rows(c.data) for c in sft_cfgs]
   real = {}
   for spec in real_data:
     reader, _, path = spec.partition("=")
@@ -183,7 +208,11 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
   # to 18 GB resident and the OOM killer (measured). Query-chunked attention (ModelConfig.
   # attention_query_chunk) now holds 8 x 4,096 in ~6.3 GB resident; batch 2 is what was re-run.
   real_settings = dataclasses.replace(settings, max_prompt_tokens=REAL_MAX_PROMPT_TOKENS, batch_size=2)
-  cmds = commands(workdir, world)
+  passes = config_module().SFT_PASSES
+  if len(passes) != len(sft_cfgs):
+    raise ValueError(f"{len(sft_cfgs)} SFT configs for configs/demo.py's {len(passes)} SFT passes "
+                     f"{passes}: the report's commands would not reproduce the SFT row")
+  cmds = commands(workdir, world, passes)
 
   def evaluate(model, tokenizer, name, exs=examples, how=settings):
     result = harness.evaluate_model(model, tokenizer, exs, how, rewards=rewards, name=name,
@@ -197,18 +226,22 @@ def run(workdir: str | os.PathLike, sft_cfg: ml_collections.ConfigDict,
 
   clock.start("load SmolLM2 and evaluate the start model")
   tokenizer = models.load_tokenizer(base_path)
-  model = models.load_pretrained(base_path, remat=sft_cfg.model.remat)
+  model = models.load_pretrained(base_path, remat=sft_cfgs[0].model.remat)
   start = evaluate(model, tokenizer, "start")
   clock.done("start model: load + evaluate")
 
   clock.start(f"SFT warm-up ({cmds['SFT']})")
-  model_ref.write_run_config(sft_cfg.workdir, sft_cfg)
-  sft = sft_trainer.SFTTrainer(sft_cfg, model=model, tokenizer=tokenizer, rows=rows)
-  sft_history = sft.train()
-  sft_model = sft.model
-  del sft, model  # the optimizer state and the start weights: GRPO needs the memory (24 GB shared)
-  jax.clear_caches()  # and the SFT step's compiled program
-  hf_export.export_hf(sft_model, workdir / "sft" / "hf", tokenizer_from=base_path, overwrite=True)
+  sft_history = []
+  for c, pass_rows in zip(sft_cfgs, rows):
+    model_ref.write_run_config(c.workdir, c)
+    sft = sft_trainer.SFTTrainer(c, model=model, tokenizer=tokenizer, rows=pass_rows)
+    sft_history += sft.train()
+    model = sft.model
+    del sft  # the optimizer state and the start weights: GRPO needs the memory (24 GB shared)
+    jax.clear_caches()  # and the SFT step's compiled program
+    hf_export.export_hf(model, pathlib.Path(c.workdir) / "hf", tokenizer_from=base_path, overwrite=True)
+  sft_model = model
+  del model
   clock.done("SFT")
 
   clock.start("evaluate the SFT model")

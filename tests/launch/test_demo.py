@@ -13,21 +13,28 @@ from grounding_jax.sft import data as sft_data
 demo = load("demo", "demo_script")
 
 
-def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_questions():
+def test_demo_sft_trains_on_another_world_and_the_held_out_split_asks_other_questions():
+  module = demo.config_module()
   for world in ("", "dev", "world=5"):
-    sft_cfg, grpo_cfg = demo.load_configs(world)
+    sft_cfgs, grpo_cfg = demo.load_configs(world)
+    assert len(sft_cfgs) == len(module.SFT_PASSES) == 2
+    first, second = sft_cfgs  # the same rows twice, the second pass at a lower rate
+    assert first.data == second.data
+    assert second.optimizer.learning_rate < first.optimizer.learning_rate
     stage = grpo_cfg.stages[0].data
-    assert (sft_cfg.data.seed, sft_cfg.data.num_examples, sft_cfg.data.answerable_ratio) == (
-        stage.seed, stage.num_examples, stage.answerable_ratio)
+    assert first.data.seed == stage.seed + module.SFT_WORLD_OFFSET
+    rows = sft_data.load_rows(first.data)
+    # Both kinds, half each: the abstention rows' target boxes "I don't know".
+    assert len(rows) == module.SFT_EXAMPLES
+    assert sum(r"\boxed{I don't know}" in r.target for r in rows) == len(rows) // 2
+    sft_prompts = [r.messages[-1]["content"] for r in rows]
     grpo_examples = splits.load(stage)
-    # SFT's rows are the answerable half of GRPO's draw (sft_cfg.data.answerable_only).
-    sft_questions = {row.messages[-1]["content"] for row in sft_data.load_rows(sft_cfg.data)}
-    answerable = [ex for ex in grpo_examples if ex.answerable]
-    assert len(sft_questions) == len(answerable) == len(grpo_examples) // 2
-    assert all(any(ex.question in q for q in sft_questions) for ex in answerable)
-    trained = {ex.question for ex in grpo_examples}  # SFT's questions are among them
     held = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples, [stage])
-    assert len(held) == grpo_cfg.evals.num_examples and not trained & {ex.question for ex in held}
+    assert len(held) == grpo_cfg.evals.num_examples
+    assert not {ex.question for ex in grpo_examples} & {ex.question for ex in held}
+    # No question GRPO trains on or the evaluation asks is in an SFT prompt.
+    for ex in [*grpo_examples, *held]:
+      assert not any(ex.question in p for p in sft_prompts), ex.question
   # The dev world (where settings were chosen) shares no question with the reported one.
   assert not ({ex.question for ex in splits.load(demo.load_configs("dev")[1].stages[0].data)}
               & {ex.question for ex in splits.load(demo.load_configs()[1].stages[0].data)})
@@ -35,12 +42,13 @@ def test_demo_sft_and_grpo_train_on_one_draw_and_the_held_out_split_asks_other_q
 
 
 def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_path, capsys):
-  sft_cfg, grpo_cfg = demo.load_configs()
-  sft_cfg.model.path = grpo_cfg.model.path = str(tiny_smollm2_dir)
-  sft_cfg.data.num_examples = grpo_cfg.stages[0].data.num_examples = 8
-  sft_cfg.data.max_completion_tokens = 16
-  sft_cfg.batch_size = sft_cfg.micro_batch_size = 2  # the 4 answerable rows: 2 steps
-  sft_cfg.checkpoint.every_steps = 2
+  sft_cfgs, grpo_cfg = demo.load_configs()
+  grpo_cfg.model.path = str(tiny_smollm2_dir)
+  grpo_cfg.stages[0].data.num_examples = 8
+  for c in sft_cfgs:  # each pass: 4 rows, 2 steps
+    c.model.path = str(tiny_smollm2_dir)  # the second pass's is replaced by the first's output
+    c.data.num_examples, c.data.max_completion_tokens = 4, 16
+    c.batch_size = c.micro_batch_size = c.checkpoint.every_steps = 2
   grpo_cfg.stages[0].num_steps = 2
   grpo_cfg.rollout.update(dict(prompts_per_step=2, group_size=4, max_new_tokens=8))
   grpo_cfg.update_loop.micro_batch_size = 4
@@ -48,7 +56,7 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   grpo_cfg.checkpoint.every_steps = 2
   grpo_cfg.evals.update(dict(num_examples=8, batch_size=8))
   grpo_cfg.evals.decoding.max_new_tokens = 8
-  out = demo.run(tmp_path / "demo", sft_cfg, grpo_cfg, real_data=demo.REAL_DATA, real_num_examples=2,
+  out = demo.run(tmp_path / "demo", sft_cfgs, grpo_cfg, real_data=demo.REAL_DATA, real_num_examples=2,
                  progress=False)
   printed = capsys.readouterr().out
   report = (tmp_path / "demo" / "report" / "report.md").read_text()
@@ -63,7 +71,11 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   assert set(out["vs_sft"]) == {"truthfulness", "reward"}
   assert (tmp_path / "demo" / "report" / "curves.png").stat().st_size > 0
   # The rows' reproducing commands name real runs: SFT's workdir and HF folder, GRPO's from the latter.
+  assert model_ref.resolve(str(tmp_path / "demo" / "sft1")).step == 2
   assert model_ref.resolve(str(tmp_path / "demo" / "sft")).step == 2
+  record = json.loads((tmp_path / "demo" / "sft" / "config.json").read_text())
+  assert record["model"]["path"] == str(tmp_path / "demo" / "sft1" / "hf")
+  assert f"--config.model.path={tmp_path / 'demo' / 'sft1'}/hf --workdir={tmp_path / 'demo'}/sft" in report
   assert model_ref.resolve(str(tmp_path / "demo" / "grpo")).step == 2
   record = json.loads((tmp_path / "demo" / "grpo" / "config.json").read_text())
   assert record["model"]["path"] == str(tmp_path / "demo" / "sft" / "hf")
