@@ -8,7 +8,8 @@ r"""`make demo`: SFT then GRPO train SmolLM2-135M-Instruct to answer from the pa
 In one process and one model load, on the synthetic grounded-QA world (configs/demo.py says which
 settings and why, and what they cost):
   1. evaluates the start model on held-out questions with TruthRL's metrics and reward;
-  2. SFT warm-up on gold-formatted completions (launch/sft.py's trainer, configs/demo.py:sft), evaluates;
+  2. SFT warm-up on gold-formatted completions of another world's questions, in configs/demo.py's
+     passes (launch/sft.py's trainer, configs/demo.py:sft then :sft2), evaluates;
   3. GRPO from the SFT model (launch/train.py's trainer, configs/demo.py), evaluates;
   4. writes <workdir>/report/{report.md, metrics.json, predictions.jsonl, curves.png}: the start / SFT /
      GRPO table with paired-bootstrap 95 % intervals (vs start, and GRPO vs SFT), accuracy on answerable
@@ -84,10 +85,12 @@ def config_module():
   return module
 
 
-def load_configs(world: str = "") -> tuple[tuple[ml_collections.ConfigDict, ...], ml_collections.ConfigDict]:
+def load_configs(world: str = ""
+                 ) -> tuple[tuple[ml_collections.ConfigDict, ...], ml_collections.ConfigDict]:
   """(SFT passes' configs, GRPO config) of configs/demo.py on `world` (a `world_preset`)."""
   module = config_module()
-  sft = tuple(module.get_config(",".join(p for p in (name, world) if p)) for name in module.SFT_PASSES)
+  sft = tuple(module.get_config(",".join(p for p in (name, world) if p))
+              for name in module.SFT_PASSES)
   return sft, module.get_config(world or None)
 
 
@@ -134,7 +137,8 @@ def _sft_dir(i: int, n: int) -> str:
   return "sft" if i == n - 1 else f"sft{i + 1}"
 
 
-def commands(workdir: pathlib.Path, world: str = "", passes: Sequence[str] = ("sft",)) -> dict[str, str]:
+def commands(workdir: pathlib.Path, world: str = "",
+             passes: Sequence[str] = ("sft",)) -> dict[str, str]:
   """The command that reproduces each row (and stage) on its own."""
   config = _config_arg(world)
   w = str(workdir)
@@ -239,7 +243,8 @@ def run(workdir: str | os.PathLike,
     model = sft.model
     del sft  # the optimizer state and the start weights: GRPO needs the memory (24 GB shared)
     jax.clear_caches()  # and the SFT step's compiled program
-    hf_export.export_hf(model, pathlib.Path(c.workdir) / "hf", tokenizer_from=base_path, overwrite=True)
+    hf_export.export_hf(model, pathlib.Path(c.workdir) / "hf", tokenizer_from=base_path,
+                        overwrite=True)
   sft_model = model
   del model
   clock.done("SFT")

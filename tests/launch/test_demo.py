@@ -56,8 +56,8 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   grpo_cfg.checkpoint.every_steps = 2
   grpo_cfg.evals.update(dict(num_examples=8, batch_size=8))
   grpo_cfg.evals.decoding.max_new_tokens = 8
-  out = demo.run(tmp_path / "demo", sft_cfgs, grpo_cfg, real_data=demo.REAL_DATA, real_num_examples=2,
-                 progress=False)
+  out = demo.run(tmp_path / "demo", sft_cfgs, grpo_cfg, real_data=demo.REAL_DATA,
+                 real_num_examples=2, progress=False)
   printed = capsys.readouterr().out
   report = (tmp_path / "demo" / "report" / "report.md").read_text()
   for text in ("| start |", "| SFT |", "| GRPO |", "GRPO vs SFT", "zero-variance group fraction",
@@ -75,7 +75,8 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   assert model_ref.resolve(str(tmp_path / "demo" / "sft")).step == 2
   record = json.loads((tmp_path / "demo" / "sft" / "config.json").read_text())
   assert record["model"]["path"] == str(tmp_path / "demo" / "sft1" / "hf")
-  assert f"--config.model.path={tmp_path / 'demo' / 'sft1'}/hf --workdir={tmp_path / 'demo'}/sft" in report
+  w = tmp_path / "demo"
+  assert f"--config.model.path={w}/sft1/hf --workdir={w}/sft" in report
   assert model_ref.resolve(str(tmp_path / "demo" / "grpo")).step == 2
   record = json.loads((tmp_path / "demo" / "grpo" / "config.json").read_text())
   assert record["model"]["path"] == str(tmp_path / "demo" / "sft" / "hf")
