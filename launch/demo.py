@@ -166,12 +166,12 @@ def _training_notes(history: Sequence[dict]) -> list[str]:
 
 
 def run(workdir: str | os.PathLike,
-        sft_cfgs: ml_collections.ConfigDict | Sequence[ml_collections.ConfigDict],
+        sft_cfgs: Sequence[ml_collections.ConfigDict],
         grpo_cfg: ml_collections.ConfigDict, *, real_data: Sequence[str] = (),
         real_num_examples: int = 24, world: str = "", progress: bool = True) -> dict:
   """Runs every stage (module doc); returns {"results", "intervals", "vs_sft", "report", "real"}.
 
-  `sft_cfgs` is one SFT config or several passes, each from the previous pass's model. The configs
+  `sft_cfgs` are configs/demo.py's SFT passes, each from the previous pass's model. The configs
   are used as given except for their workdirs (<workdir>/sft1, ... for the passes before the last;
   <workdir>/sft, <workdir>/grpo) and model paths (a pass after the first starts from the previous
   pass's HF folder; GRPO from <workdir>/sft/hf, the SFT model).
@@ -181,8 +181,6 @@ def run(workdir: str | os.PathLike,
     raise ValueError(f"--workdir={workdir} is not empty; give a new folder (or none: a fresh temporary "
                      "one)")
   clock = Clock(7 if real_data else 6)
-  if isinstance(sft_cfgs, ml_collections.ConfigDict):
-    sft_cfgs = (sft_cfgs,)
   sft_cfgs = [ml_collections.ConfigDict(c) for c in sft_cfgs]
   grpo_cfg = ml_collections.ConfigDict(grpo_cfg)
   base_path = os.path.abspath(presets.resolve_model_path(sft_cfgs[0].model.path))
