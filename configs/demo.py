@@ -110,12 +110,11 @@ entities, so no fact of the evaluated world), lr 5e-5 cosine, batches of 4, eval
  19. run 15's SFT with a KL term to it (loss.kl_coef=0.2, k3): the path of run 15 (abstentions 44 %
      → 97 % by step 4; per-token KL 0.02, small beside advantages of ±1; stopped).
  20. run 15's SFT model, SFT again over the same 256 rows (a second pass, lr 2e-5 cosine, 64 steps,
-     8 min 42 s on the idle CPU): SFT +4.7 (56.2 %, 96.9 %); GRPO (this file's stage, 12 steps, ~25 s
-     a step idle) +31.2 (78.1 %, 100 %), GRPO − SFT +26.6 [+6.2, +46.9], reward +0.27 [+0.06, +0.47]
-     — the first run in which GRPO raised accuracy on answerable items AND kept abstaining on the
+     8 min 42 s on the idle CPU): SFT +4.7 (56.2 %, 96.9 %); GRPO (then this file's stage: 12
+     steps of 4 × G=8, ~25 s a step idle) +31.2 (78.1 %, 100 %), GRPO − SFT +26.6 [+6.2, +46.9],
+     reward +0.27 [+0.06, +0.47] — the first run in which GRPO raised accuracy on answerable items AND kept abstaining on the
      unanswerable ones (2 abstentions on 32 answerable items). Its samples at step 1: 34 % correct
-     (~69 % of the answerable half), 19 % abstentions. One run on one dev world: not yet landed
-     (two SFT passes cost ~16 min).
+     (~69 % of the answerable half), 19 % abstentions. This SFT is the landed one (SFT_PASSES).
  21. run 20's recipe on world 4 (both SFT passes on world 1004): SFT +7.8 (56.2 %, 96.9 %) → GRPO
      +7.8 (50 %, 100 %), +0 [−17.2, +15.6]: the discriminating SFT reproduced; GRPO gained nothing
      (its samples also dipped into abstaining, 97 % at step 7, and came back to 41-66 %).
