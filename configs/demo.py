@@ -44,7 +44,7 @@ unanswerable item can be answered correctly (the names are invented), so accurac
 the passages and every non-abstention on those items is a hallucination. It is also the easier
 case of the two (retrieval that found nothing relevant, not near misses); runs 1-6 used "mentions".
 
-Why SFT on ANOTHER world, both kinds, two passes (runs 12-23). SmolLM2 never writes `\boxed{}` on
+Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26). SmolLM2 never writes `\boxed{}` on
 its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT teaches the
 format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other invented
 entities: no fact, question or passage of the evaluated world), half answerable (gold: think, quote
@@ -128,8 +128,22 @@ steps:
      steps, one cosine from 5e-5) instead of two runs over 256: SFT −20.3 (71.9 %, 15.6 %) on world
      1 and −12.5 (21.9 %, 84.4 %) on world 4 — a world-dependent abstention bias again — and GRPO's
      samples went to abstaining on both (correct 23 → 5 % and 22 → 3 % by step 5; stopped there).
+Cheaper SFT to fit the budget (runs 24-26, both dev worlds, `launch/demo.py --dev` and `--world=4`
+in parallel with SFT_EXAMPLES and GRPO_STEPS edited):
+ 24. two passes over 128 rows (32 + 32 steps), GRPO 12 steps: SFT −1.6 (3.1 %, 100 %) on world 1,
+     +1.6 (34.4 %, 78.1 %) on world 4; GRPO's samples went to abstaining on both (62 → 100 % by
+     step 6 and 64 → 92 % by step 5; stopped).
+ 25. two passes over 192 rows (48 + 48 steps), GRPO 9 steps: SFT +17.2 (46.9 %, 96.9 %) on world 1,
+     −12.5 (37.5 %, 81.2 %) on world 4; GRPO 0 (0 %, 100 %) on both — the refusal corner; GRPO −
+     SFT −17.2 [−29.7, −4.7] and +12.5 [−4.7, +29.7]. Samples at step 1: correct 17 % and 25 %,
+     wrong 27 % and 27 % of all 64 — on answerable prompts wrong about as often as right, where the
+     ternary reward makes abstaining the better policy.
+ 26. run 25's SFT models, GRPO at rollout temperature 0.7 (is the sampled-vs-greedy gap the cause?):
+     samples at step 1 no better (correct 17 % and 20 %, wrong 23 % and 30 %); world 1 abstained on
+     95 % by step 3 (stopped). The cause is SFT's accuracy, not the temperature.
 So the landed settings are runs 20-22's: two SFT passes (SFT_PASSES) over 256 rows of world seed +
-1000, then 12 GRPO steps of 8 × G=8.
+1000, then 12 GRPO steps of 8 × G=8. Fewer SFT rows leave the model wrong as often as right on
+answerable questions, and GRPO then learns to abstain everywhere (runs 23-26).
 Why GRPO still finds the refusal corner when SFT reads well: on an answerable prompt the advantage of
 an abstention is (0 − mean)/std = (p_wrong − p_correct)/std, positive whenever the group's wrong
 answers outnumber its right ones, and SFT's sampled accuracy at T = 1 is well below its greedy one
