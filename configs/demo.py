@@ -179,7 +179,7 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 from grounding_jax.sft import trainer as sft_trainer
 
-WORLD_SEED = 5        # the reported world (why not 0, 2 or 3: the module doc)
+WORLD_SEED = 6        # the reported world (why not 0, 2, 3 or 5: the module doc)
 DEV_SEED = 1          # the world the settings were chosen on
 TRAIN_QUESTIONS = 64  # GRPO prompts (one draw of the world; the held-out questions are others)
 SFT_WORLD_OFFSET = 1000  # SFT's rows: world seed + 1000 (none of the evaluated world's facts)
