@@ -14,8 +14,9 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: the reported run (README "make demo", world 5, nothing else running, load average 1.6-1.9)
-took start evaluation 65 s (with the model load), SFT 1,076 s (two passes of 64 steps, ~8.4 s a
+Cost: the world-6 run from a clean clone took 30.4 min (start evaluation 59 s, SFT 1,085 s, SFT
+evaluation 51 s, GRPO 583 s, GRPO evaluation 44 s); the world-5 run (nothing else running, load
+average 1.6-1.9) took start evaluation 65 s (with the model load), SFT 1,076 s (two passes of 64 steps, ~8.4 s a
 step), SFT evaluation 52 s, GRPO 588 s (12 steps of 64 completions, step 1 with its compiles), GRPO
 evaluation 45 s: 30.5 min — past the issue's 25-minute budget (README says what is left). The
 real-data stage (--real_data) is extra: see README.
@@ -159,9 +160,11 @@ whose low end is 0). The table's accuracy and abstention columns show whether a 
 corner.
 
 Reported worlds: 0 (runs 1-2's settings, run 3), 2 (run 6), 3 (runs 9-10's settings, README until
-runs 20-22) were each reported once and are dev worlds since; the current one is WORLD_SEED = 5
-(run once with the settings above: SFT +9.4 (78.1 %, 62.5 %) → GRPO +32.8 (78.1 %, 100 %), GRPO −
-SFT +23.4 [+3.1, +43.8], reward +0.23 [+0.03, +0.44]; the next fresh world is 6).
+runs 20-22) were each reported once and are dev worlds since. With the settings above: world 5
+(SFT +9.4 (78.1 %, 62.5 %) → GRPO +32.8 (78.1 %, 100 %), GRPO − SFT +23.4 [+3.1, +43.8], reward
++0.23 [+0.03, +0.44]) and world 6, the current WORLD_SEED, from a clean clone (SFT +26.6 (78.1 %,
+87.5 %) → GRPO +18.8 (84.4 %, 68.8 %), GRPO − SFT −7.8 [−25, +9.4]: GRPO traded abstention for
+accuracy). So the GRPO gain did not replicate; the next fresh world is 7.
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
 WORLD_SEED, half unanswerable), SFT on SFT_EXAMPLES questions of world WORLD_SEED +
