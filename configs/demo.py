@@ -16,9 +16,10 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
 
 Cost: the world-6 run from a clean clone took 30.4 min (start evaluation 59 s, SFT 1,085 s, SFT
 evaluation 51 s, GRPO 583 s, GRPO evaluation 44 s); the world-5 run (nothing else running, load
-average 1.6-1.9) took start evaluation 65 s (with the model load), SFT 1,076 s (two passes of 64 steps, ~8.4 s a
-step), SFT evaluation 52 s, GRPO 588 s (12 steps of 64 completions, step 1 with its compiles), GRPO
-evaluation 45 s: 30.5 min — past the issue's 25-minute budget (README says what is left). The
+average 1.6-1.9) took start evaluation 65 s (with the model load), SFT 1,076 s (two passes of 64
+steps, ~8.4 s a step), SFT evaluation 52 s, GRPO 588 s (12 steps of 64 completions, step 1 with its
+compiles), GRPO evaluation 45 s: 30.5 min — past the issue's 25-minute budget (README says what is
+left). The
 real-data stage (--real_data) is extra: see README.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
@@ -45,8 +46,8 @@ unanswerable item can be answered correctly (the names are invented), so accurac
 the passages and every non-abstention on those items is a hallucination. It is also the easier
 case of the two (retrieval that found nothing relevant, not near misses); runs 1-6 used "mentions".
 
-Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26). SmolLM2 never writes `\boxed{}` on
-its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT teaches the
+Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26). SmolLM2 never writes
+`\boxed{}` on its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT teaches the
 format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other invented
 entities: no fact, question or passage of the evaluated world), half answerable (gold: think, quote
 the passage, box the name) and half over unrelated passages with the target `\boxed{I don't know}`.
