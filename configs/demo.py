@@ -47,8 +47,8 @@ the passages and every non-abstention on those items is a hallucination. It is a
 case of the two (retrieval that found nothing relevant, not near misses); runs 1-6 used "mentions".
 
 Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26). SmolLM2 never writes
-`\boxed{}` on its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT teaches the
-format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other invented
+`\boxed{}` on its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT
+teaches the format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other invented
 entities: no fact, question or passage of the evaluated world), half answerable (gold: think, quote
 the passage, box the name) and half over unrelated passages with the target `\boxed{I don't know}`.
 So SFT teaches reading and abstaining as skills, not the evaluated world's facts, and GRPO starts
