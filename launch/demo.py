@@ -202,11 +202,12 @@ def run(workdir: str | os.PathLike,
                              [st.data for st in grpo_cfg.stages])
   rewards = setup.reward_functions(setup.stage_config(grpo_cfg, grpo_cfg.stages[-1]))
   harness.check_examples(examples, settings, rewards)
-  loaded = {}  # the passes share one data config: build its rows once (~1.5 s for 256)
+  rows, loaded = [], {}  # the passes share one data config: build its rows once (~1.5 s for 256)
   for c in sft_cfgs:
-    if c.data.to_json() not in loaded:
-      loaded[c.data.to_json()] = sft_data.load_rows(c.data)
-  rows = [loaded[c.data.to_json()] for c in sft_cfgs]
+    key = c.data.to_json()
+    if key not in loaded:
+      loaded[key] = sft_data.load_rows(c.data)
+    rows.append(loaded[key])
   real = {}
   for spec in real_data:
     reader, _, path = spec.partition("=")
