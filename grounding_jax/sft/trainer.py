@@ -58,6 +58,7 @@ def default_config() -> ml_collections.ConfigDict:
       num_examples=256,           # kind "recipe": synthetic Examples (0 = all of a JSONL)
       seed=0,                     # kind "recipe": the synthetic world's seed
       answerable_ratio=0.5,       # kind "recipe": synthetic questions answerable from their passages
+      num_passages=5,             # kind "recipe", source "synthetic": passages in each context (≥ 2)
       answerable_only=False,      # kind "recipe": rows of the answerable Examples only (the warm-up
                                   # teaches the answer format; abstaining is left to RL to discover)
       prompt_as_user_turn=False,  # True: wrap a row's "prompt" as one user turn of the chat template

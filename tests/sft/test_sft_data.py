@@ -119,3 +119,16 @@ def test_answerable_only_keeps_the_rows_whose_context_holds_the_answer():
   answerable = [row for row, ex in zip(every, examples, strict=True) if ex.answerable]
   assert [(r.messages, r.target) for r in kept] == [(r.messages, r.target) for r in answerable]
   assert not any("I don't know" in row.target for row in kept)
+
+
+def test_num_passages_sets_each_synthetic_context_and_is_checked_before_any_model():
+  from grounding_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  rows = sft_data.load_rows(_recipe_config(num_passages=3))
+  examples = synthetic.generate_examples(6, seed=1, answerable_ratio=0.5, num_passages=3)
+  assert all(len(ex.passages) == 3 for ex in examples)
+  for row, ex in zip(rows, examples, strict=True):
+    prompt = row.messages[-1]["content"]
+    assert prompt.count("<DOC>") == 3 and all(p.text in prompt for p in ex.passages)
+  assert sft_data.load_rows(_recipe_config()) != rows  # the default stays five
+  with pytest.raises(ValueError, match="num_passages=1: need at least 2"):
+    sft_data.load_rows(_recipe_config(num_passages=1))
