@@ -196,6 +196,13 @@ def run(workdir: str | os.PathLike,
   grpo_cfg.logging.console = progress
 
   # Everything a user can get wrong is checked before the model loads.
+  dtypes = {(f"SFT pass {i + 1}" if i < len(sft_cfgs) else "GRPO"): (c.model.param_dtype,
+                                                                     c.model.compute_dtype)
+            for i, c in enumerate([*sft_cfgs, grpo_cfg])}
+  if len(set(dtypes.values())) > 1:  # one model object goes through every stage
+    raise ValueError(f"the demo's stages share one model, so their (model.param_dtype, "
+                     f"model.compute_dtype) must agree; got {dtypes}")
+  param_dtype, compute_dtype = (models.DTYPES[d] for d in dtypes["GRPO"])
   settings = harness.EvalSettings.from_config(grpo_cfg)
   setup.check_config(grpo_cfg, need_model_path=False)
   examples = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples,
@@ -237,7 +244,10 @@ def run(workdir: str | os.PathLike,
 
   clock.start("load SmolLM2 and evaluate the start model")
   tokenizer = models.load_tokenizer(base_path)
-  model = models.load_pretrained(base_path, remat=sft_cfgs[0].model.remat)
+  # The stages' dtypes (configs/demo.py), as launch/sft.py, launch/train.py and launch/evaluate.py
+  # load them for the report's commands.
+  model = models.load_pretrained(base_path, dtype=param_dtype, compute_dtype=compute_dtype,
+                                 remat=sft_cfgs[0].model.remat)
   start = evaluate(model, tokenizer, "start")
   clock.done("start model: load + evaluate")
 
@@ -287,7 +297,8 @@ def run(workdir: str | os.PathLike,
   real_results = {}
   if real:
     clock.start(f"real data: {', '.join(real)} ({real_num_examples} questions each)")
-    base = models.load_pretrained(base_path)  # reloaded: SFT may have reused the start model's buffers
+    # Reloaded: SFT may have reused the start model's buffers.
+    base = models.load_pretrained(base_path, dtype=param_dtype, compute_dtype=compute_dtype)
     for name, (source, exs) in real.items():
       pair = [evaluate(base, tokenizer, "start", exs, real_settings),
               evaluate(grpo.model, tokenizer, "GRPO", exs, real_settings)]
