@@ -31,7 +31,7 @@ def test_demo_sft_trains_on_another_world_and_the_held_out_split_asks_other_ques
     assert sum(r"\boxed{I don't know}" in r.target for r in rows) == len(rows) // 2
     sft_prompts = [r.messages[-1]["content"] for r in rows]
     grpo_examples = splits.load(stage)
-    # SFT's contexts are shorter (CPU budget); the evaluated world keeps its five passages.
+    # SFT's contexts hold SFT_PASSAGES passages (run 27 tried 3); the evaluated world keeps five.
     assert {p.count("<DOC>") for p in sft_prompts} == {module.SFT_PASSAGES}
     assert {len(ex.passages) for ex in grpo_examples} == {5}
     held = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples, [stage])
@@ -93,7 +93,8 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
 
 def test_demo_refuses_stages_whose_dtypes_differ_before_loading_a_model(tmp_path):
   sft_cfgs, grpo_cfg = demo.load_configs()
-  sft_cfgs[1].model.compute_dtype = "float32" if grpo_cfg.model.compute_dtype != "float32" else "bfloat16"
+  other = "float32" if grpo_cfg.model.compute_dtype != "float32" else "bfloat16"
+  sft_cfgs[1].model.compute_dtype = other
   with pytest.raises(ValueError, match=r"share one model.*SFT pass 2"):
     demo.run(tmp_path / "demo", sft_cfgs, grpo_cfg, progress=False)
   assert not (tmp_path / "demo").exists() or not any((tmp_path / "demo").iterdir())
