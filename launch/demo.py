@@ -196,9 +196,8 @@ def run(workdir: str | os.PathLike,
   grpo_cfg.logging.console = progress
 
   # Everything a user can get wrong is checked before the model loads.
-  dtypes = {(f"SFT pass {i + 1}" if i < len(sft_cfgs) else "GRPO"): (c.model.param_dtype,
-                                                                     c.model.compute_dtype)
-            for i, c in enumerate([*sft_cfgs, grpo_cfg])}
+  stages = {**{f"SFT pass {i + 1}": c for i, c in enumerate(sft_cfgs)}, "GRPO": grpo_cfg}
+  dtypes = {name: (c.model.param_dtype, c.model.compute_dtype) for name, c in stages.items()}
   if len(set(dtypes.values())) > 1:  # one model object goes through every stage
     raise ValueError(f"the demo's stages share one model, so their (model.param_dtype, "
                      f"model.compute_dtype) must agree; got {dtypes}")
