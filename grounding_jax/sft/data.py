@@ -63,12 +63,12 @@ def load_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
 
 def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
   """(Examples, where they came from) for data.kind="recipe": data.source "synthetic"
-  (num_examples, seed, answerable_ratio, optional unanswerable and num_passages) or "jsonl" (the
+  (num_examples, seed, answerable_ratio, num_passages, optional unanswerable) or "jsonl" (the
   Examples file at data.path)."""
   if data.source == "synthetic":
     examples = synthetic.generate_examples(int(data.num_examples), seed=int(data.seed),
                                            answerable_ratio=float(data.answerable_ratio),
-                                           num_passages=int(data.get("num_passages", 5)),
+                                           num_passages=int(data.num_passages),
                                            unanswerable=splits.unanswerable_context(data))
     return examples, f"synthetic(seed={data.seed})"
   if data.source == "jsonl":
