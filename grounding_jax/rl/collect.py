@@ -67,6 +67,34 @@ def select_groups(usable: np.ndarray, informative: np.ndarray, wanted: int) -> n
   return picked
 
 
+def _answerable_labels(rollout: rollout_lib.Rollout) -> np.ndarray:
+  """float [N]: 1 for a row whose example is answerable, 0 unanswerable, NaN unlabelled."""
+  return np.array([np.nan if ex.answerable is None else float(ex.answerable)
+                   for ex in rollout.row_examples()])
+
+
+def answerability_metrics(values: dict, answerable: np.ndarray) -> dict:
+  """The reward and its components averaged over the rows of answerable and of unanswerable
+  examples: `answerable/reward/<k>`, `unanswerable/reward/<k>` (`.../mean` for the reward), and
+  `answerable_frac`, the answerable share of the labelled rows.
+
+  A step samples a few prompts, so its answerable share varies from step to step, and the pooled
+  means move with it: TruthRL's `reward/abstain` of a step whose prompts are mostly unanswerable is
+  high though no behaviour changed. Split by label, the curves show the policy (accuracy on the
+  answerable prompts, abstention on the unanswerable ones). Unlabelled rows are left out; a side
+  with no rows this step is not logged.
+  """
+  labelled = ~np.isnan(answerable)
+  if not labelled.any():
+    return {}
+  m = {"answerable_frac": float(answerable[labelled].mean())}
+  for side, rows in (("answerable", answerable == 1), ("unanswerable", answerable == 0)):
+    if rows.any():
+      for k, v in sorted(values.items()):
+        m[f"{side}/reward/{'mean' if k == 'reward' else k}"] = float(np.mean(np.asarray(v)[rows]))
+  return m
+
+
 @dataclasses.dataclass
 class _Round:
   rollout: rollout_lib.Rollout
@@ -171,6 +199,7 @@ class Collector:
     for k, v in sorted(values.items()):
       m["reward/mean" if k == "reward" else f"reward/{k}"] = float(np.mean(v))
     m["reward/std"] = float(np.std(values["reward"]))
+    m.update(answerability_metrics(values, self.hosts.gather(_answerable_labels(rnd.rollout))))
     m["reward/failed_frac"] = float(np.mean(failed))  # raised, timed out or not finite
     m["reward/nonfinite_frac"] = float(np.mean(nonfinite))  # of them, NaN or inf
     m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(values["reward"], g).mean())

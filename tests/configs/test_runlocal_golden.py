@@ -31,6 +31,9 @@ _VOLATILE = ("time/", "throughput/", "perf/")  # perf/: MFU and FLOP/s are timin
 # here and left out of the comparison.
 _ADDED_AFTER_RECORDING = ("nonfinite/", "reward/nonfinite_frac")
 _MONITORS = ("health/",)
+# Added after the recording (issue 15): the reward by the prompts' answerability
+# (rl/collect.answerability_metrics); checked against the pooled reward, not compared.
+_ANSWERABILITY = ("answerable_frac", "answerable/", "unanswerable/")
 
 
 def _load(name):
@@ -96,8 +99,13 @@ def _check_rows(got, path, key):
   for r in got:
     assert all(v == 0 for k, v in r.items() if k.startswith(_ADDED_AFTER_RECORDING)), r
     assert all(np.isfinite(v) for k, v in r.items() if k.startswith(_MONITORS)), r
-  got = [{k: v for k, v in r.items() if not k.startswith(_ADDED_AFTER_RECORDING + _MONITORS)}
-         for r in got]
+    if "answerable_frac" in r:
+      share = r["answerable_frac"]
+      pooled = (share * r.get("answerable/reward/mean", 0.0)
+                + (1 - share) * r.get("unanswerable/reward/mean", 0.0))
+      np.testing.assert_allclose(pooled, r["reward/mean"], rtol=1e-6, atol=1e-9)
+  skip = _ADDED_AFTER_RECORDING + _MONITORS + _ANSWERABILITY
+  got = [{k: v for k, v in r.items() if not k.startswith(skip)} for r in got]
   want = _record_or_load(path, key, got)
   assert [r["step"] for r in got] == [r["step"] for r in want]
   for g, w in zip(got, want):

@@ -41,3 +41,23 @@ def test_grace_overlong_penalty_reads_the_lengths_collection_passes(tiny_smollm2
   assert batch.metrics["reward/failed_frac"] == 0.0
   np.testing.assert_allclose(batch.metrics["reward/overlong"], want.mean())
   assert batch.metrics["reward/overlong"] < 0  # a random model runs to the limit
+  # The answerability split: the step's prompts' labels, and the pooled mean is their weighted mean.
+  labels = np.array([ex.answerable for ex in batch.rollout.row_examples()], float)
+  assert batch.metrics["answerable_frac"] == labels.mean()
+  pooled = sum(batch.metrics.get(f"{side}/reward/mean", 0.0) * share
+               for side, share in (("answerable", labels.mean()), ("unanswerable", 1 - labels.mean())))
+  np.testing.assert_allclose(pooled, batch.metrics["reward/mean"])
+
+
+def test_answerability_metrics_average_each_side_and_leave_out_unlabelled_rows():
+  values = {"reward": np.array([1.0, -1.0, 0.0, 0.0, -1.0, 1.0]),
+            "abstain": np.array([0.0, 0.0, 1.0, 1.0, 0.0, 0.0])}
+  answerable = np.array([1.0, 1.0, 0.0, 0.0, 0.0, np.nan])  # the last row unlabelled
+  m = collect.answerability_metrics(values, answerable)
+  assert m == {"answerable_frac": 2 / 5,
+               "answerable/reward/mean": 0.0, "answerable/reward/abstain": 0.0,
+               "unanswerable/reward/mean": -1 / 3, "unanswerable/reward/abstain": 2 / 3}
+  # One side only: the other is not logged; nothing labelled: nothing logged.
+  only = collect.answerability_metrics(values, np.array([1.0] * 6))
+  assert only["answerable_frac"] == 1.0 and not any(k.startswith("unanswerable/") for k in only)
+  assert collect.answerability_metrics(values, np.full(6, np.nan)) == {}
