@@ -93,7 +93,7 @@ class Trainer:
     data = self._datasets[st.name] if self._datasets else setup.load_stage_examples(st.data)
     data = setup.fit_prompt_limit(view, st.name, data, prompt_fn, self.tokenizer)
     stream = data_stream.ExampleStream(data, seed=st.data.seed + view.seed, shuffle=st.data.shuffle,
-                                       position=position)
+                                       position=position, stratify=st.data.get("stratify", ""))
     collector = collect.Collector(view, recipe, self.tokenizer, self.mesh, self.hosts, pool, prompt_fn,
                                   setup.sampling_settings(view, recipe))
     updater = step_lib.Updater(view, settings, train_step, logprob_fn, self.hosts, self.perf)
