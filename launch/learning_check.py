@@ -46,7 +46,6 @@ from grounding_jax import models
 from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data import splits
-from grounding_jax.data import synthetic
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
@@ -117,13 +116,7 @@ def examples_for(config, split: str, num_examples: int) -> list:
   heldout = splits.held_out(config.evals.data, num_examples, train_specs)
   if split == "heldout":
     return heldout
-  synthetic_train = [s for s in train_specs if s.kind == "synthetic"]
-  train = [ex for s in synthetic_train for ex in splits.load(s)]
-  world_seed = int(synthetic_train[0].seed) if synthetic_train else int(config.evals.data.seed)
-  return synthetic.held_out_examples(num_examples, train=train + heldout,
-                                     world=synthetic.build_world(world_seed),
-                                     seed=int(config.evals.data.seed) + 1,
-                                     answerable_ratio=float(config.evals.data.answerable_ratio))
+  return splits.held_out(config.evals.data, num_examples, train_specs, exclude=heldout, seed_offset=1)
 
 
 def sft_config(config, steps: int):

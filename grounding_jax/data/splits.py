@@ -4,10 +4,11 @@
     heldout = held_out(config.evals.data, config.evals.num_examples, [st.data for st in config.stages])
 
 A data spec is a mapping (a ConfigDict section) with `kind`: "synthetic" (num_examples, seed,
-answerable_ratio: `synthetic.generate_examples`) or "jsonl" (path: one Example per line, every row
-validated as it is read). The held-out split of a synthetic run asks the training world's other
-questions (`synthetic.held_out_examples`), so it never holds an item the run trains on; a "jsonl"
-held-out split is the file given (build_data.py writes test.jsonl / heldout.jsonl beside train.jsonl).
+answerable_ratio, optional unanswerable and num_passages: `synthetic.generate_examples`) or "jsonl"
+(path: one Example per line, every row validated as it is read). The held-out split of a synthetic
+run asks the training world's other questions (`synthetic.held_out_examples`), so it never holds an
+item the run trains on; a "jsonl" held-out split is the file given (build_data.py writes test.jsonl
+/ heldout.jsonl beside train.jsonl).
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ from grounding_jax.data.schema import Example
 KINDS = ("synthetic", "jsonl")
 
 
-def unanswerable_context(spec: Mapping[str, Any]) -> str:
-  """A synthetic spec's `unanswerable` ("mentions" when absent; synthetic.generate_examples checks
-  it)."""
-  return spec.get("unanswerable") or "mentions"
+def synthetic_options(spec: Mapping[str, Any]) -> dict[str, Any]:
+  """A synthetic spec's optional context and world fields as `synthetic.generate_examples` takes them,
+  each the generator's default when absent: `unanswerable` ("mentions"), `num_passages` (5 a
+  context) and `num_countries` (12: the world's size; people are 2x, companies 1x). The generator
+  checks the values."""
+  return dict(unanswerable=spec.get("unanswerable") or "mentions",
+              num_passages=int(spec.get("num_passages") or 5),
+              num_countries=int(spec.get("num_countries") or 12))
 
 
 def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
@@ -33,7 +38,7 @@ def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
   if kind == "synthetic":
     return synthetic.generate_examples(int(spec["num_examples"]), seed=int(spec["seed"]),
                                        answerable_ratio=float(spec["answerable_ratio"]),
-                                       unanswerable=unanswerable_context(spec))
+                                       **synthetic_options(spec))
   if kind == "jsonl":
     if not spec.get("path"):
       raise ValueError("data.kind='jsonl' needs data.path (a JSONL file of Examples)")
@@ -41,20 +46,24 @@ def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
   raise ValueError(f"data.kind={kind!r}; expected one of {KINDS}")
 
 
-def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[Mapping[str, Any]]
-             ) -> list[Example]:
+def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[Mapping[str, Any]],
+             *, exclude: Sequence[Example] = (), seed_offset: int = 0) -> list[Example]:
   """The evaluation split of `spec` (config.evals.data), at most `num_examples` (0 = all of a file).
 
   kind "synthetic": `num_examples` questions of the world the synthetic training stages use (the
-  first one's seed), none of them asked in any of those stages; `spec.seed` seeds the draw and
-  `spec.answerable_ratio` fixes the answerable share. kind "jsonl": the file's first `num_examples`.
+  first one's seed and num_countries), none of them asked in any of those stages nor in `exclude`;
+  `spec.seed` + `seed_offset` seeds the draw, `spec.answerable_ratio` fixes the answerable share and
+  `spec.unanswerable` / `spec.num_passages` the contexts (as for `load`). A dev split is another
+  draw: `exclude` the held-out split, `seed_offset=1`. kind "jsonl": the file's first `num_examples`.
   """
   if spec["kind"] != "synthetic":
     return load(spec, limit=num_examples)
   synthetic_train = [s for s in train_specs if s["kind"] == "synthetic"]
   train = [ex for s in synthetic_train for ex in load(s)]
-  world_seed = int(synthetic_train[0]["seed"]) if synthetic_train else int(spec["seed"])
-  return synthetic.held_out_examples(int(num_examples), train=train,
-                                     world=synthetic.build_world(world_seed), seed=int(spec["seed"]),
-                                     answerable_ratio=float(spec["answerable_ratio"]),
-                                     unanswerable=unanswerable_context(spec))
+  world_spec = synthetic_train[0] if synthetic_train else spec
+  world = synthetic.build_world(int(world_spec["seed"]), synthetic_options(world_spec)["num_countries"])
+  options = synthetic_options(spec)
+  del options["num_countries"]  # the training world's size, above
+  return synthetic.held_out_examples(int(num_examples), train=[*train, *exclude], world=world,
+                                     seed=int(spec["seed"]) + seed_offset,
+                                     answerable_ratio=float(spec["answerable_ratio"]), **options)

@@ -35,8 +35,14 @@ def stage(name: str, num_steps: int, *, recipe: str = "naive", **overrides) -> m
   """
   st = ml_collections.ConfigDict(dict(
       name=name, num_steps=num_steps, recipe=recipe,
-      data=ml_collections.ConfigDict(dict(kind="synthetic", path="", num_examples=256, seed=0,
-                                          answerable_ratio=0.5, shuffle=True)),
+      # kind "synthetic": the offline world (data/synthetic.py) — its seed and size (num_countries),
+      # how many questions, the answerable share, what fills an unanswerable context ("mentions" or
+      # "unrelated") and the passages per context. stratify="answerable": every step's prompts hold
+      # both kinds in the data's proportion (rl/data_stream.py); "" draws them as the shuffle falls.
+      data=ml_collections.ConfigDict(dict(
+          kind="synthetic", path="", num_examples=256, seed=0, num_countries=12,
+          answerable_ratio=0.5, unanswerable="mentions", num_passages=5, shuffle=True,
+          stratify="")),
       reward=ml_collections.ConfigDict(), loss=ml_collections.ConfigDict(),
       optimizer=ml_collections.ConfigDict()))
   for k, v in overrides.items():
@@ -196,8 +202,10 @@ def default_config() -> ml_collections.ConfigDict:
       recipe="",                  # "" = the last stage's recipe (its evaluator, prompt and decoding)
       num_examples=100,           # held-out questions (0 = all of a jsonl file)
       # kind "synthetic": the training world's questions that no synthetic stage asks (seed seeds the
-      # draw); kind "jsonl": a file of Examples (build_data.py's test.jsonl / heldout.jsonl).
-      data=ml_collections.ConfigDict(dict(kind="synthetic", path="", seed=0, answerable_ratio=0.5)),
+      # draw; the contexts as a stage's data fields say); kind "jsonl": a file of Examples
+      # (build_data.py's test.jsonl / heldout.jsonl).
+      data=ml_collections.ConfigDict(dict(kind="synthetic", path="", seed=0, answerable_ratio=0.5,
+                                          unanswerable="mentions", num_passages=5)),
       # None = the recipe's paper decoding (Recipe.eval_decoding); num_samples > 1 adds pass@k, maj@k.
       decoding=ml_collections.ConfigDict(dict(
           temperature=ml_collections.FieldReference(None, field_type=float),

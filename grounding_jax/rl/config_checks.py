@@ -32,6 +32,7 @@ from grounding_jax.data.schema import DataError
 from grounding_jax.models import lora
 from grounding_jax.models import transformer
 from grounding_jax.rl import advantages
+from grounding_jax.rl import data_stream
 from grounding_jax.rl import losses
 from grounding_jax.rl import presets
 from grounding_jax.rl import reward_pool
@@ -367,6 +368,9 @@ def _check_data(ck: FieldChecker, st, p: str, read_data: bool) -> None:
     ck.bad(p.rstrip("."), None, "missing (rl.config.stage() builds one)")
     return
   ck.boolean("shuffle", root=data, prefix=p)
+  if ck.get("stratify", data) is not MISSING:  # optional: no strata when absent
+    ck.choice("stratify", data_stream.STRATIFY, why="answerable: both kinds in every step",
+              root=data, prefix=p)
   ck.integer("seed", lo=0, root=data, prefix=p)
   kind = ck.choice("kind", DATA_KINDS, root=data, prefix=p)
   if kind == "synthetic":
@@ -374,6 +378,10 @@ def _check_data(ck: FieldChecker, st, p: str, read_data: bool) -> None:
     ck.number("answerable_ratio", lo=0, hi=1, root=data, prefix=p)
     if ck.get("unanswerable", data) is not MISSING:  # optional: "mentions" when absent
       ck.choice("unanswerable", synthetic.UNANSWERABLE_CONTEXTS, root=data, prefix=p)
+    if ck.get("num_passages", data) is not MISSING:  # optional: 5 passages a context when absent
+      ck.integer("num_passages", lo=2, why="passages a context", root=data, prefix=p)
+    if ck.get("num_countries", data) is not MISSING:  # optional: a world of 12 when absent
+      ck.integer("num_countries", lo=3, why="the synthetic world's size", root=data, prefix=p)
   elif kind == "jsonl" and read_data:
     path = ck.get("path", data)
     if not isinstance(path, str) or not path:

@@ -63,13 +63,12 @@ def load_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
 
 def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
   """(Examples, where they came from) for data.kind="recipe": data.source "synthetic"
-  (num_examples, seed, answerable_ratio, num_passages, optional unanswerable) or "jsonl" (the
-  Examples file at data.path)."""
+  (num_examples, seed, answerable_ratio, num_passages, optional unanswerable and num_countries) or
+  "jsonl" (the Examples file at data.path)."""
   if data.source == "synthetic":
     examples = synthetic.generate_examples(int(data.num_examples), seed=int(data.seed),
                                            answerable_ratio=float(data.answerable_ratio),
-                                           num_passages=int(data.num_passages),
-                                           unanswerable=splits.unanswerable_context(data))
+                                           **splits.synthetic_options(data))
     return examples, f"synthetic(seed={data.seed})"
   if data.source == "jsonl":
     if not data.path:

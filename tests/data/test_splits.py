@@ -42,6 +42,37 @@ def test_runlocal_held_out_split_is_disjoint_from_training(name):
   assert again == held
 
 
+def test_num_passages_sizes_the_training_and_the_held_out_contexts_alike():
+  train_spec = dict(kind="synthetic", num_examples=16, seed=3, answerable_ratio=0.5,
+                    unanswerable="unrelated", num_passages=3)
+  eval_spec = dict(train_spec, seed=0)
+  train = splits.load(train_spec)
+  held = splits.held_out(eval_spec, 8, [train_spec])
+  assert {len(ex.passages) for ex in [*train, *held]} == {3}
+  # The same questions as the generator's own draw (the spec only passes the size through).
+  assert train == synthetic.generate_examples(16, seed=3, unanswerable="unrelated", num_passages=3)
+  # Absent, the world's default of five.
+  del train_spec["num_passages"]
+  assert {len(ex.passages) for ex in splits.load(train_spec)} == {5}
+
+
+def test_a_larger_world_holds_a_larger_held_out_split_of_the_training_worlds_facts():
+  train_spec = dict(kind="synthetic", num_examples=64, seed=3, answerable_ratio=0.5,
+                    unanswerable="unrelated", num_passages=3, num_countries=24)
+  with pytest.raises(ValueError, match="not in the"):  # the default 12 countries: too few left
+    splits.held_out(dict(train_spec, seed=0), 128, [dict(train_spec, num_countries=12)])
+  held = splits.held_out(dict(train_spec, seed=0), 128, [train_spec])
+  assert len(held) == 128 and sum(ex.answerable for ex in held) == 64
+  assert not {ex.question for ex in held} & {ex.question for ex in splits.load(train_spec)}
+  # The questions are about the training world's (24-country) entities: its passages answer them.
+  world = synthetic.build_world(3, num_countries=24)
+  texts = {p.text for p in world.passages.values()}
+  assert all(p.text in texts for ex in held for p in ex.passages)
+  # A dev draw excluding the held-out split shares no question with it or with training.
+  dev = splits.held_out(dict(train_spec, seed=0), 32, [train_spec], exclude=held, seed_offset=1)
+  assert not {ex.question for ex in dev} & {ex.question for ex in held}
+
+
 def test_held_out_split_refuses_more_questions_than_the_world_has_left(tmp_path):
   train = synthetic.generate_examples(256, seed=0)
   with pytest.raises(ValueError, match=r"not in the \d+ distinct training questions.*evals.num_examples"):

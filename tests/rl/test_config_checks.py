@@ -121,6 +121,9 @@ BAD = [  # (field, value, what the message must also say)
     ("stages[0].data.num_examples", 0, ">= 1"),
     ("stages[0].data.answerable_ratio", 1.5, "in [0, 1]"),
     ("stages[0].data.unanswerable", "empty", "('mentions', 'unrelated')"),
+    ("stages[0].data.num_passages", 1, ">= 2"),
+    ("stages[0].data.stratify", "hops", "('', 'answerable')"),
+    ("stages[0].data.num_countries", 2, ">= 3"),
     ("stages[0].data.path", "", "JSONL file"),  # with kind="jsonl" (below)
     ("stages[0].optimizer", {"learning_rate": -1.0}, "> 0"),
     ("workdir", "", "non-empty path"),
