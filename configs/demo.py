@@ -14,13 +14,12 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: the world-7 run from a clean clone took 26.7 min (start evaluation 54 s, SFT 1,000 s, SFT
-evaluation 42 s, GRPO 472 s, GRPO evaluation 32 s); world 6's 30.4 min (59 s, 1,085 s, 51 s, 583 s,
-44 s); world 5's 30.5 min (nothing else running, load average 1.6-1.9: start evaluation 65 s with
-the model load, SFT 1,076 s for two passes of 64 steps, ~8.4 s a step, SFT evaluation 52 s, GRPO
-588 s for 12 steps of 64 completions, step 1 with its compiles, GRPO evaluation 45 s) — past the
-issue's 25-minute budget, which bfloat16 met (24.2 min, run 28) without the learning (README says
-what is left). The real-data stage (--real_data) is extra: see README.
+Cost: 26.3 min on the idle 2-core CPU, the model cached (run 33, dev world 1: start evaluation
+89 s with the model load, SFT 854 s for two passes of 64 steps, ~6.6 s a step, SFT evaluation 69 s,
+GRPO 501 s for 12 steps of 64 completions, ~40 s a step, GRPO evaluation 66 s; peak resident memory
+8.6 GB) — past the issue's 25-minute budget by 1.3 min: every cheaper setting tried (192 SFT rows,
+run 34; bfloat16, run 28; fewer rows or one pass, runs 23-26, 30) lost the learning. The real-data
+stage (--real_data) is extra: see README.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft`, `sft2` — the SFT warm-up's
@@ -46,11 +45,12 @@ unanswerable item can be answered correctly (the names are invented), so accurac
 the passages and every non-abstention on those items is a hallucination. It is also the easier
 case of the two (retrieval that found nothing relevant, not near misses); runs 1-6 used "mentions".
 
-Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26). SmolLM2 never writes
+Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26, 31). SmolLM2 never writes
 `\boxed{}` on its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT
-teaches the format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other invented
-entities: no fact, question or passage of the evaluated world), half answerable (gold: think, quote
-the passage, box the name) and half over unrelated passages with the target `\boxed{I don't know}`.
+teaches the format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other
+invented entities: no fact, question or passage of the evaluated world), three quarters answerable
+(gold: think, quote the passage, box the name; half until run 30) and the rest over unrelated
+passages with the target `\boxed{I don't know}`.
 So SFT teaches reading and abstaining as skills, not the evaluated world's facts, and GRPO starts
 from a model that already tells the two kinds apart (runs 15, 20, 21: abstention 53-97 %, accuracy
 56-62 %). Two passes, because after one GRPO found the refusal corner (runs 15-19): the model's
@@ -161,10 +161,50 @@ and accumulation; the same losses to 2 digits), 6.2 s with both; a GRPO step 40-
      (56.2 %, 96.9 %, run 20), its samples were wrong more often than right (correct 27 %, wrong
      36 % at step 1), and GRPO abstained on everything: 0.0 (0 %, 100 %), GRPO − SFT +18.8 [−3.1,
      +42.2] — a gain by refusing. So the demo stays in float32 (COMPUTE_DTYPE), over the budget.
-So the landed settings are runs 20-22's: two SFT passes (SFT_PASSES) over 256 rows of world seed +
-1000, then 12 GRPO steps of 8 × G=8. Fewer SFT rows leave the model wrong as often as right on
-answerable questions, and GRPO then learns to abstain everywhere (runs 23-26); so did shorter SFT
-rows (run 27) and bfloat16 (run 28): where SFT lands is sensitive even to the arithmetic.
+Then the step metrics split by the prompts' answerability (rl/collect.answerability_metrics: each
+step's reward and its components on its answerable and on its unanswerable prompts) showed what the
+swings of runs 15-28 had partly been: 8 prompts drawn at random from a half-answerable set held 1 to
+6 answerable ones a step (run 29, world 1: 6, 5, 2, 1, 5, 6, 3, 4, 6, 4, 3, 5), and the step's
+abstention rate followed that count (25 → 88 → 27 %), not the policy — while a step of 7
+unanswerable prompts and 1 answerable one pushes towards abstaining everywhere. Since run 30 every
+step holds both kinds in the data's proportion, 4 + 4 (data.stratify="answerable").
+ 29. run 22's settings with 3 passages in EVERY context (SFT rows, GRPO prompts and held-out
+     questions; run 27 trained on 3 and evaluated on 5), dev worlds 1 and 4 in parallel: SFT
+     (78.1 %, 100 %) and (68.8 %, 100 %); GRPO − SFT +0 [−12.5, +12.5] and +15.6 [−3.1, +34.4];
+     GRPO again from these SFT models at lr 3e-6: +6.25 [−6.25, +18.75] and +15.6 [+0, +31.25].
+     SFT already abstained on every unanswerable item: GRPO's only room was the answerable half,
+     and 64 questions resolve ±12-19 points.
+ 30. a world of 24 countries instead of 12 (room for 128 held-out questions: intervals ~1/√2 as
+     wide), 128 held-out questions, stratified GRPO steps, ONE SFT pass over 256 rows three
+     quarters answerable: SFT −23.4 (76.6 %, 0 %) on world 1, +4.7 (85.9 %, 35.9 %) on world 4;
+     GRPO's samples at step 1 were right on 31-34 % of answerable prompts and wrong on 44-53 %, and
+     abstained on 97 % of them by step 7 (stopped). One pass's sampled accuracy (at T = 1 on the
+     held-out questions 67 % against 77-86 % greedy) is the problem of runs 15-19 again.
+ 31. run 30 with both SFT passes (this file, but SFT micro-batches of 2): world 1 SFT +21.1
+     (78.1 %, 85.9 %) → GRPO +41.4 (89.1 %, 98.4 %), GRPO − SFT +20.3 [+9.4, +32.8], reward +0.20
+     [+0.09, +0.33]; world 4 SFT +27.3 (81.2 %, 90.6 %) → GRPO +33.6 (79.7 %, 100 %), +6.25 [−4.7,
+     +17.2]. No corner on either: the samples' abstentions on answerable prompts rose at steps 2-4
+     (to 88 % and 69 %) and fell back to 6-16 % by step 12, the unanswerable half of every step
+     pulling the other way; right on 72-78 % of answerable prompts in the last step (38 % and 59 %
+     at step 1). World 4's gain is abstention only (greedy accuracy 81 → 80 %).
+ 32. run 31's SFT models, GRPO at lr 2e-5: world 4's samples abstained on every prompt from step 2
+     (every group without variance at steps 5-6; stopped at step 7); world 1's swung as at 1e-5
+     (abstention on answerable prompts 56-88 % at steps 2-4; stopped at step 6). lr stays 1e-5.
+ 33. run 31 with SFT micro-batches of 4 (for time), `launch/demo.py --dev` alone: 26.3 min (start
+     evaluation 89 s with the model load, SFT 854 s, its evaluation 69 s, GRPO 501 s, its
+     evaluation 66 s) and, to the digit, run 31's world-1 table (+20.3 [+9.4, +32.8]): the runs are
+     deterministic on this CPU, and the micro-batch split did not move SFT's greedy answers.
+ 34. run 33 with 192 SFT rows instead of 256 (to fit 25 minutes: ~3.5 min less), dev worlds 1 and
+     4 in parallel: SFT −9.4 (81.2 %, 18.8 %) and −19.5 (79.7 %, 1.6 %) — 48 abstention rows
+     instead of 64 taught little abstaining; GRPO's samples on world 4 abstained on 91-100 % of
+     all prompts from step 5 (every group without variance at step 10; stopped), on world 1 they
+     swung between 25 and 78 % abstention on answerable prompts (stopped at step 9). 256 rows stay.
+So the landed settings: two SFT passes (SFT_PASSES) over 256 rows of world seed + 1000, three
+quarters answerable; PASSAGES = 3 in every context; 12 GRPO steps of 8 × G=8 at lr 1e-5, each step
+4 answerable and 4 unanswerable prompts; 128 held-out questions of a 24-country world. Fewer SFT
+rows or one pass leave the model wrong as often as right on answerable questions when it samples,
+and GRPO then learns to abstain everywhere (runs 23-26, 30); so did bfloat16 (run 28): where SFT
+lands is sensitive even to the arithmetic.
 Why GRPO still finds the refusal corner when SFT reads well: on an answerable prompt the advantage of
 an abstention is (0 − mean)/std = (p_wrong − p_correct)/std, positive whenever the group's wrong
 answers outnumber its right ones, and SFT's sampled accuracy at T = 1 is well below its greedy one
@@ -176,26 +216,28 @@ Before run 22, GRPO in this budget moved the 135M model to one of two corners, a
 19), depending on where SFT left it (its sampled accuracy against the abstention it happened to
 sample). Twice the prompts a step (8 × G=8, run 22) from two-pass SFT steadied the policy: it raised
 accuracy on answerable items and kept abstaining on both dev worlds (on world 4 with an interval
-whose low end is 0). The table's accuracy and abstention columns show whether a run reached a
-corner.
+whose low end is 0); from run 29 on, the unbalanced prompt mix was seen to be a second push towards
+a corner, and stratified steps (run 31) kept both dev worlds off them. The table's accuracy and
+abstention columns show whether a run reached a corner.
 
 Reported worlds: 0 (runs 1-2's settings, run 3), 2 (run 6), 3 (runs 9-10's settings, README until
-runs 20-22) were each reported once and are dev worlds since. With the settings above: world 5
+runs 20-22) were each reported once and are dev worlds since. With runs 20-22's settings: world 5
 (SFT +9.4 (78.1 %, 62.5 %) → GRPO +32.8 (78.1 %, 100 %), GRPO − SFT +23.4 [+3.1, +43.8], reward
 +0.23 [+0.03, +0.44]); world 6 from a clean clone (SFT +26.6 (78.1 %, 87.5 %) → GRPO +18.8 (84.4 %,
-68.8 %), GRPO − SFT −7.8 [−25, +9.4]: GRPO traded abstention for accuracy); world 7, the current
-WORLD_SEED, from a clean clone (SFT 0.0 (31.2 %, 90.6 %) → GRPO 0.0 (6.2 %, 96.9 %), GRPO − SFT +0
-[−15.6, +14.1]: SFT read poorly and GRPO drifted to abstaining, its samples swinging between 13 and
-89 % abstentions). So the GRPO gain replicated on one fresh world of three; the next fresh world is 8.
+68.8 %), GRPO − SFT −7.8 [−25, +9.4]: GRPO traded abstention for accuracy); world 7 from a clean
+clone (SFT 0.0 (31.2 %, 90.6 %) → GRPO 0.0 (6.2 %, 96.9 %), GRPO − SFT +0 [−15.6, +14.1]: SFT read
+poorly and GRPO drifted to abstaining, its samples swinging between 13 and 89 % abstentions) — the
+gain replicated on one fresh world of three (64 held-out questions each). With runs 31-33's
+settings (this file): world 8, the current WORLD_SEED, once, from a clean clone: README.
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
-WORLD_SEED, half unanswerable), SFT on SFT_EXAMPLES questions of world WORLD_SEED +
-SFT_WORLD_OFFSET; every evaluation asks EVAL_QUESTIONS other questions of the GRPO world that neither stage saw
-(grounding_jax.data.splits.held_out).
+WORLD_SEED, NUM_COUNTRIES countries, half unanswerable), SFT on SFT_EXAMPLES questions of world
+WORLD_SEED + SFT_WORLD_OFFSET; every evaluation asks EVAL_QUESTIONS other questions of the GRPO
+world that neither stage saw (grounding_jax.data.splits.held_out), every context PASSAGES passages.
 
 Settings that exist only to fit the CPU budget (not the paper's; TruthRL trains Llama-3.1-8B with lr
 1e-6, G=8, 8k tokens, β=0.001): SFT learning rate, rows and passes; GRPO's learning rate, steps,
-prompts per step, 96 new tokens and no KL term; 64 held-out questions.
+prompts per step, 96 new tokens and no KL term; 128 held-out questions; 3 passages a context.
 """
 
 import ml_collections
@@ -204,29 +246,34 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 from grounding_jax.sft import trainer as sft_trainer
 
-WORLD_SEED = 7        # the reported world (why not 0, 2, 3, 5 or 6: the module doc)
+WORLD_SEED = 8        # the reported world (why not 0, 2, 3, 5, 6 or 7: the module doc)
 DEV_SEED = 1          # the world the settings were chosen on
 TRAIN_QUESTIONS = 64  # GRPO prompts (one draw of the world; the held-out questions are others)
 SFT_WORLD_OFFSET = 1000  # SFT's rows: world seed + 1000 (none of the evaluated world's facts)
-SFT_EXAMPLES = 256    # half answerable, half unrelated passages with target `\boxed{I don't know}`
-SFT_PASSAGES = 5      # passages in an SFT row's context, as in the evaluated world (3 was 15 %
-                      # cheaper a step but read worse; GRPO then abstained on everything: run 27)
+SFT_EXAMPLES = 256    # SFT rows: answerable ones and unrelated passages with `\boxed{I don't know}`
+SFT_ANSWERABLE_RATIO = 0.75  # of the SFT rows (0.5 abstained on every unanswerable item: run 29)
+NUM_COUNTRIES = 24    # world size (people 2x, companies 1x): room for 128 held-out questions
+PASSAGES = 3          # passages in every context (SFT rows, GRPO prompts, held-out questions): a
+                      # ~354-token prompt; 5 cost an SFT step 8.1 s instead of 6.9 s (run 27)
 COMPUTE_DTYPE = "float32"  # "bfloat16" ran the demo in 24.2 min instead of ~30.5, but its SFT
                            # landed elsewhere and GRPO then abstained on everything (run 28)
 SFT_PASSES = ("sft", "sft2")  # two SFT runs over the rows, the second from the first's model
                               # (module doc: one pass, or one run of 2 epochs, left GRPO a corner)
 ANSWERABLE_RATIO = 0.5
 UNANSWERABLE = "unrelated"  # unanswerable contexts name none of the question's entities (module doc)
-EVAL_QUESTIONS = 64   # CPU budget: ~1 s a question greedy; 64 keeps three evaluations under 4 min
+EVAL_QUESTIONS = 128  # CPU budget: 75 s an evaluation on the idle CPU; intervals ±10-14 points
 MAX_NEW_TOKENS = 96   # a two-hop gold completion (think + box) is ~75 SmolLM2 tokens
-MAX_PROMPT_TOKENS = 1024  # TruthRL's prompt over 5 synthetic passages: ~420 tokens
-GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~45 s a step on the idle 2 cores)
+MAX_PROMPT_TOKENS = 1024  # TruthRL's prompt over 3 synthetic passages: 330-377 tokens
+GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 cores)
 PRESETS = ("sft", "sft2", "dev", "runlocal")
 
 
 def _data(seed: int) -> dict:
+  # stratify: every GRPO step holds 4 answerable and 4 unanswerable prompts; drawn at random, a step
+  # held 1 to 6 answerable ones and its abstention followed the mix (module doc, run 29).
   return dict(kind="synthetic", path="", num_examples=TRAIN_QUESTIONS, seed=seed,
-              answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE, shuffle=True)
+              answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE, num_passages=PASSAGES,
+              num_countries=NUM_COUNTRIES, shuffle=True, stratify="answerable")
 
 
 def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
@@ -237,16 +284,18 @@ def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
   c.model.path = "/tmp/grounding_jax_demo/sft1/hf" if second else presets.SMOLLM2
   c.model.remat = True              # else the backward keeps 30 layers' activations: GBs
   c.model.compute_dtype = COMPUTE_DTYPE
-  # Another world's questions (no entity, fact or question of the evaluated world), half of them
-  # over unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format, reading and
-  # when to abstain; GRPO then sharpens both (module doc, runs 12-21).
+  # Another world's questions (no entity, fact or question of the evaluated world), a quarter of
+  # them over unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format,
+  # reading and when to abstain; GRPO then sharpens both (module doc, runs 12-21, 29-31).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",
                      target="default", num_examples=SFT_EXAMPLES, seed=seed + SFT_WORLD_OFFSET,
-                     answerable_ratio=0.5, unanswerable=UNANSWERABLE, answerable_only=False,
-                     num_passages=SFT_PASSAGES))
+                     answerable_ratio=SFT_ANSWERABLE_RATIO, unanswerable=UNANSWERABLE,
+                     answerable_only=False, num_passages=PASSAGES, num_countries=NUM_COUNTRIES))
   c.data.max_prompt_tokens = MAX_PROMPT_TOKENS
   c.data.max_completion_tokens = 128
-  c.batch_size, c.micro_batch_size = 4, 2  # CPU budget: SFT_EXAMPLES / 4 = 64 steps a pass
+  # CPU budget: SFT_EXAMPLES / 4 = 64 steps a pass; the 4 rows in one micro-batch (remat keeps it
+  # small): 6.4-6.6 s a step against 6.7-7.2 s as two micro-batches of 2.
+  c.batch_size, c.micro_batch_size = 4, 4
   c.num_epochs = 1
   # CPU budget: high rates for a few hundred rows (TruthRL's SFT baseline uses 5e-6); each pass its
   # own cosine (run 20; one cosine over 2 epochs at 5e-5, run 23, did not do the same).
@@ -282,7 +331,7 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   c.optimizer.update(dict(learning_rate=1e-5, schedule="constant", warmup_ratio=0.0))
   c.evals.update(dict(num_examples=EVAL_QUESTIONS, batch_size=32, every_steps=0))
   c.evals.data.update(dict(kind="synthetic", path="", seed=seed, answerable_ratio=0.5,
-                           unanswerable=UNANSWERABLE))
+                           unanswerable=UNANSWERABLE, num_passages=PASSAGES))
   c.evals.decoding.max_new_tokens = MAX_NEW_TOKENS  # greedy (TruthRL's eval decoding), shorter cap
   return c
 

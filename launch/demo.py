@@ -3,7 +3,8 @@ r"""`make demo`: SFT then GRPO train SmolLM2-135M-Instruct to answer from the pa
   python launch/demo.py                               # = make demo (a fresh temporary workdir)
   python launch/demo.py --workdir=/tmp/gj_demo --dev  # on the dev world, where the settings were chosen
   python launch/demo.py --world=5                     # on world 5 (any seed but the reported one: a dev world)
-  python launch/demo.py --real_data=                  # leave out the real-data table
+  python launch/demo.py --real_data=hotpotqa=data/real/hotpotqa_distractor_dev_sample.json,\
+musique=data/real/musique_ans_train_sample.jsonl     # also the real-data tables (past the budget)
 
 In one process and one model load, on the synthetic grounded-QA world (configs/demo.py says which
 settings and why, and what they cost):
