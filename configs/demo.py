@@ -17,9 +17,10 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
 Cost: 26.3 min on the idle 2-core CPU, the model cached (run 33, dev world 1: start evaluation
 89 s with the model load, SFT 854 s for two passes of 64 steps, ~6.6 s a step, SFT evaluation 69 s,
 GRPO 501 s for 12 steps of 64 completions, ~40 s a step, GRPO evaluation 66 s; peak resident memory
-8.6 GB) — past the issue's 25-minute budget by 1.3 min: every cheaper setting tried (192 SFT rows,
-run 34; bfloat16, run 28; fewer rows or one pass, runs 23-26, 30) lost the learning. The real-data
-stage (--real_data) is extra: see README.
+8.6 GB); world 8 from a clean clone 26.6 min (89, 856, 71, 512 and 65 s) — past the issue's
+25-minute budget by 1.3-1.6 min: every cheaper setting tried (192 SFT rows, run 34; bfloat16, run
+28; fewer rows or one pass, runs 23-26, 30) lost the learning. The real-data stage (--real_data) is
+extra: see README.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft`, `sft2` — the SFT warm-up's
@@ -228,7 +229,10 @@ runs 20-22) were each reported once and are dev worlds since. With runs 20-22's 
 clone (SFT 0.0 (31.2 %, 90.6 %) → GRPO 0.0 (6.2 %, 96.9 %), GRPO − SFT +0 [−15.6, +14.1]: SFT read
 poorly and GRPO drifted to abstaining, its samples swinging between 13 and 89 % abstentions) — the
 gain replicated on one fresh world of three (64 held-out questions each). With runs 31-33's
-settings (this file): world 8, the current WORLD_SEED, once, from a clean clone: README.
+settings (this file): world 8, the current WORLD_SEED, once, from a clean clone (README): SFT +15.6
+(81.2 %, 68.8 %) → GRPO +31.2 (64.1 %, 100 %), GRPO − SFT +15.6 [+3.9, +28.1], reward +0.156
+[+0.039, +0.281] — by abstaining: hallucination 25 % → 0.8 % of the questions, and abstentions on
+22 answerable items (17 SFT had right, nearly all one-hop questions); the next fresh world is 9.
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
 WORLD_SEED, NUM_COUNTRIES countries, half unanswerable), SFT on SFT_EXAMPLES questions of world
