@@ -265,7 +265,7 @@ SFT_PASSES = ("sft", "sft2")  # two SFT runs over the rows, the second from the 
                               # (module doc: one pass, or one run of 2 epochs, left GRPO a corner)
 ANSWERABLE_RATIO = 0.5
 UNANSWERABLE = "unrelated"  # unanswerable contexts name none of the question's entities (module doc)
-EVAL_QUESTIONS = 128  # CPU budget: 75 s an evaluation on the idle CPU; intervals ±10-14 points
+EVAL_QUESTIONS = 128  # CPU budget: 75 s an evaluation on the idle CPU; intervals ±11-12 points
 MAX_NEW_TOKENS = 96   # a two-hop gold completion (think + box) is ~75 SmolLM2 tokens
 MAX_PROMPT_TOKENS = 1024  # TruthRL's prompt over 3 synthetic passages: 330-377 tokens
 GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 cores)
