@@ -298,7 +298,9 @@ def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
   c.data.max_prompt_tokens = MAX_PROMPT_TOKENS
   c.data.max_completion_tokens = 128
   # CPU budget: SFT_EXAMPLES / 4 = 64 steps a pass; the 4 rows in one micro-batch (remat keeps it
-  # small): 6.4-6.6 s a step against 6.7-7.2 s as two micro-batches of 2.
+  # small): 6.4-6.6 s a step against 6.7-7.2 s as two micro-batches of 2, and 4.5-4.8 s since the
+  # 236 tokens of chat template and instructions every row begins with run once a micro-batch
+  # (sft/trainer.pack_micro_batches; the same greedy SFT model on dev world 1, run 35).
   c.batch_size, c.micro_batch_size = 4, 4
   c.num_epochs = 1
   # CPU budget: high rates for a few hundred rows (TruthRL's SFT baseline uses 5e-6); each pass its

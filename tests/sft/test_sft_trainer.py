@@ -3,13 +3,16 @@
 import sys
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "rl"))
 import toy_task  # noqa: E402
 
 from grounding_jax import models  # noqa: E402
+from grounding_jax.models import lora  # noqa: E402
 from grounding_jax.sft import data as sft_data  # noqa: E402
 from grounding_jax.sft import trainer as sft  # noqa: E402
 
@@ -75,3 +78,64 @@ def test_resume_continues_exactly(tiny_checkpoint, tmp_path):
   assert [h["step"] for h in first] == [1, 2, 3] and [h["step"] for h in rest] == [4, 5, 6]
   np.testing.assert_allclose([h["loss"] for h in first + rest], [h["loss"] for h in whole], rtol=1e-6)
   assert resumed.checkpointer.all_steps() == [3, 6]
+
+
+_HEAD = "w9 w10 w11 w12 w9"  # an instruction every prompt begins with
+
+
+def _prefixed_pairs(n=8):
+  """Prompts `_HEAD` + 0-4 words (one is the head alone), completions of 1-5 words."""
+  rng = np.random.default_rng(1)
+  words = lambda k: " ".join(f"w{t}" for t in rng.integers(13, 96, k))
+  return [(f"{_HEAD} {words(i % 5)}".strip(), words(1 + i % 5)) for i in range(n)]
+
+
+def test_shared_prefix_length():
+  tok = toy_task.make_tokenizer()
+  data = lambda pairs: sft.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=8)
+  assert sft.shared_prefix_length(data(_prefixed_pairs())) == 5
+  assert sft.shared_prefix_length(data([("w9 w10 w11", "w5"), ("w9 w10", "w6")])) == 2
+  assert sft.shared_prefix_length(data([("w9 w10", "w5"), ("w10 w10", "w6")])) == 0
+
+
+def test_packed_loss_and_gradient_equal_whole_rows(tiny_checkpoint):
+  """Each micro-batch's prefix run once, the rows packed after it: the same loss and gradient."""
+  model = models.load_pretrained(tiny_checkpoint("llama"))
+  data = sft.tokenize_pairs(toy_task.make_tokenizer(), _prefixed_pairs(), max_prompt_tokens=16,
+                            max_completion_tokens=8)
+  idx = np.array([3, 0, 5, 7, 1, 2, 6, 4])  # row 0 and row 5 are the head alone
+  packed = sft.pack_micro_batches(data, idx, 4, sft.shared_prefix_length(data), width_multiple=8)
+  assert packed["ids"].shape[:2] == (2, 1) and packed["ids"].shape[2] % 8 == 0
+  graphdef, params, rest = lora.split(model)
+
+  def loss(p, batch, fn):
+    return fn(nnx.merge(graphdef, p, rest), batch, 40)
+
+  grad = jax.value_and_grad(loss, has_aux=True)
+  for m in range(2):
+    rows = {k: jnp.asarray(v[idx[4 * m:4 * m + 4]]) for k, v in data.items()}
+    (s_ref, n_ref), g_ref = grad(params, rows, sft.nll_sum)
+    (s, n), g = grad(params, {k: jnp.asarray(v[m]) for k, v in packed.items()}, sft.packed_nll_sum)
+    assert int(n) == int(n_ref) == data["loss_mask"][idx[4 * m:4 * m + 4]].sum()
+    np.testing.assert_allclose(s, s_ref, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_trainer_shares_the_prefix_with_the_same_losses(tiny_checkpoint, tmp_path):
+  def run(min_tokens):
+    c = sft.default_config()
+    c.workdir = str(tmp_path / str(min_tokens))
+    c.batch_size, c.micro_batch_size, c.num_epochs = 4, 2, 2
+    c.optimizer.learning_rate = 1e-2
+    c.shared_prefix_min_tokens = min_tokens
+    c.logging.console = False
+    c.logprob_chunk_size = 48
+    tr = sft.SFTTrainer(c, model=models.load_pretrained(tiny_checkpoint("llama")),
+                        tokenizer=toy_task.make_tokenizer(),
+                        rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _prefixed_pairs()])
+    return tr.prefix_len, [h["loss"] for h in tr.train()]
+
+  (shared, packed), (none, whole), (short, _) = run(3), run(0), run(6)
+  assert (shared, none, short) == (5, 0, 0)  # 5 shared tokens: below 6 rows run whole
+  np.testing.assert_allclose(packed, whole, rtol=1e-5)
