@@ -14,13 +14,13 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: 26.3 min on the idle 2-core CPU, the model cached (run 33, dev world 1: start evaluation
-89 s with the model load, SFT 854 s for two passes of 64 steps, ~6.6 s a step, SFT evaluation 69 s,
-GRPO 501 s for 12 steps of 64 completions, ~40 s a step, GRPO evaluation 66 s; peak resident memory
-8.6 GB); world 8 from a clean clone 26.6 min (89, 856, 71, 512 and 65 s) — past the issue's
-25-minute budget by 1.3-1.6 min: every cheaper setting tried (192 SFT rows, run 34; bfloat16, run
-28; fewer rows or one pass, runs 23-26, 30) lost the learning. The real-data stage (--real_data) is
-extra: see README.
+Cost: 23.7 min on the idle 2-core CPU, the model cached (world 8 from a clean clone at 4475637:
+start evaluation 87 s with the model load, SFT 682 s for two passes of 64 steps, ~4.7 s a step, SFT
+evaluation 72 s, GRPO 515 s for 12 steps of 64 completions, ~40 s a step, GRPO evaluation 65 s;
+peak resident memory 8.2 GB; 24 min 56 s with `make demo`'s install); dev world 1 22.8 min (run
+35). Within the issue's 25 minutes since SFT runs the 236 tokens every row's prompt begins with once
+per micro-batch (run 35; before, 26.3-26.6 min, SFT 854-856 s). The real-data stage (--real_data)
+is extra: see README.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft`, `sft2` — the SFT warm-up's
@@ -161,7 +161,8 @@ and accumulation; the same losses to 2 digits), 6.2 s with both; a GRPO step 40-
      evaluation 21 s) — within the budget; but SFT −18.8 (71.9 %, 15.6 %) where float32 gave +4.7
      (56.2 %, 96.9 %, run 20), its samples were wrong more often than right (correct 27 %, wrong
      36 % at step 1), and GRPO abstained on everything: 0.0 (0 %, 100 %), GRPO − SFT +18.8 [−3.1,
-     +42.2] — a gain by refusing. So the demo stays in float32 (COMPUTE_DTYPE), over the budget.
+     +42.2] — a gain by refusing. So the demo stays in float32 (COMPUTE_DTYPE), over the budget
+     until run 35.
 Then the step metrics split by the prompts' answerability (rl/collect.answerability_metrics: each
 step's reward and its components on its answerable and on its unanswerable prompts) showed what the
 swings of runs 15-28 had partly been: 8 prompts drawn at random from a half-answerable set held 1 to
@@ -200,6 +201,13 @@ step holds both kinds in the data's proportion, 4 + 4 (data.stratify="answerable
      instead of 64 taught little abstaining; GRPO's samples on world 4 abstained on 91-100 % of
      all prompts from step 5 (every group without variance at step 10; stopped), on world 1 they
      swung between 25 and 78 % abstention on answerable prompts (stopped at step 9). 256 rows stay.
+ 35. run 33 with SFT's shared prefix (every SFT row begins with the same 236 tokens of chat template
+     and TruthRL instructions, of 330-377 prompt tokens; they now run once per micro-batch and the
+     rows' other tokens are packed after them, sft/trainer.pack_micro_batches: the same loss from
+     fewer tokens), `launch/demo.py --dev` alone: 22.8 min (start evaluation 86 s, SFT 641 s
+     instead of 854, its evaluation 73 s, GRPO 500 s, its evaluation 69 s; peak 7.7 GB) and run
+     33's table to the digit (SFT +21.1 (78.1 %, 85.9 %) → GRPO +41.4 (89.1 %, 98.4 %), GRPO − SFT
+     +20.3 [+9.4, +32.8]): the budget met with the settings unchanged.
 So the landed settings: two SFT passes (SFT_PASSES) over 256 rows of world seed + 1000, three
 quarters answerable; PASSAGES = 3 in every context; 12 GRPO steps of 8 × G=8 at lr 1e-5, each step
 4 answerable and 4 unanswerable prompts; 128 held-out questions of a 24-country world. Fewer SFT
@@ -229,10 +237,13 @@ runs 20-22) were each reported once and are dev worlds since. With runs 20-22's 
 clone (SFT 0.0 (31.2 %, 90.6 %) → GRPO 0.0 (6.2 %, 96.9 %), GRPO − SFT +0 [−15.6, +14.1]: SFT read
 poorly and GRPO drifted to abstaining, its samples swinging between 13 and 89 % abstentions) — the
 gain replicated on one fresh world of three (64 held-out questions each). With runs 31-33's
-settings (this file): world 8, the current WORLD_SEED, once, from a clean clone (README): SFT +15.6
-(81.2 %, 68.8 %) → GRPO +31.2 (64.1 %, 100 %), GRPO − SFT +15.6 [+3.9, +28.1], reward +0.156
-[+0.039, +0.281] — by abstaining: hallucination 25 % → 0.8 % of the questions, and abstentions on
-22 answerable items (17 SFT had right, nearly all one-hop questions); the next fresh world is 9.
+settings (this file): world 8, the current WORLD_SEED, from clean clones (README): at 1ff93f3 SFT
++15.6 (81.2 %, 68.8 %) → GRPO +31.2 (64.1 %, 100 %), GRPO − SFT +15.6 [+3.9, +28.1], reward +0.156
+[+0.039, +0.281]; at 4475637 (SFT's shared prefix, run 35: the same SFT model to the digit, GRPO's
+path different in the last bits) GRPO +29.7 (64.1 %, 100 %), GRPO − SFT +14.1 [+2.3, +25.8], reward
++0.14 [+0.023, +0.258] — both by abstaining: hallucination 25 % → 0.8 % and 2.3 % of the questions,
+and abstentions on 22 and 20 answerable items (17 and 15 that SFT had right, all or nearly all
+one-hop questions); the next fresh world is 9.
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
 WORLD_SEED, NUM_COUNTRIES countries, half unanswerable), SFT on SFT_EXAMPLES questions of world

@@ -1,12 +1,14 @@
 """SFT: completion-only loss equals a dense re-derivation, and training drives it down."""
 
-import sys
 import os
+import sys
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "rl"))
 import toy_task  # noqa: E402
@@ -139,3 +141,28 @@ def test_trainer_shares_the_prefix_with_the_same_losses(tiny_checkpoint, tmp_pat
   (shared, packed), (none, whole), (short, _) = run(3), run(0), run(6)
   assert (shared, none, short) == (5, 0, 0)  # 5 shared tokens: below 6 rows run whole
   np.testing.assert_allclose(packed, whole, rtol=1e-5)
+
+
+def test_bad_shared_prefix_setting_is_named_before_the_model_loads(tmp_path):
+  c = sft.default_config()
+  c.workdir = str(tmp_path)
+  c.model.path = str(tmp_path / "no_model_here")
+  c.shared_prefix_min_tokens = -1
+  with pytest.raises(ValueError, match="shared_prefix_min_tokens=-1"):
+    sft.SFTTrainer(c, rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _pairs()])
+
+
+def test_packing_pays_for_long_shared_prefixes_only():
+  """SmolLM2's shapes: 4 rows of ~400 tokens sharing 236 pack (~0.5x the FLOPs); 8 rows of 1,500
+  sharing 300 do not (~2.3x: every packed token attends to all 9,600 others)."""
+  smollm2 = types.SimpleNamespace(hidden_size=576, intermediate_size=1536, num_heads=9,
+                                  num_kv_heads=3, head_dim=64)
+
+  def rows(n, prompt, completion, width_p, width_c):
+    return {"prompt_ids": np.zeros((n, width_p), np.int32),
+            "prompt_mask": np.arange(width_p)[None].repeat(n, 0) >= width_p - prompt,
+            "completion_ids": np.zeros((n, width_c), np.int32),
+            "loss_mask": np.arange(width_c)[None].repeat(n, 0) < completion}
+
+  assert sft.packing_pays(smollm2, rows(8, 354, 43, 377, 68), 236, 4)
+  assert not sft.packing_pays(smollm2, rows(8, 1400, 100, 1400, 100), 300, 8)
