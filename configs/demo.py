@@ -246,7 +246,8 @@ and abstentions on 22 and 20 answerable items (17 and 15 that SFT had right, all
 one-hop questions). Then worlds 9 and 10, once each, with this file at b721867 (`launch/demo.py
 --world=9` and `--world=10`, in parallel): world 9 SFT +21.9 (71.9 %, 87.5 %) → GRPO +31.2 (76.6 %,
 93.8 %), GRPO − SFT +9.4 [−1.6, +20.3] — both halves better, the interval not above zero; its
-samples abstained on 72-91 % of answerable prompts at steps 3-8 and came back to 9 % at step 12. World 10 SFT +9.4 (84.4 %, 48.4 %) → GRPO +1.6 (12.5 %, 92.2 %), −7.8 [−21.9, +6.25] — the
+samples abstained on 72-91 % of answerable prompts at steps 3-8 and came back to 9 % at step
+12. World 10 SFT +9.4 (84.4 %, 48.4 %) → GRPO +1.6 (12.5 %, 92.2 %), −7.8 [−21.9, +6.25] — the
 refusal corner: SFT abstained on only half the unanswerable items, its samples were right on 50 %
 of answerable prompts at step 1, and they abstained on 62-88 % of them from step 2 on. So with these
 settings the gain holds on 1 fresh world of 3 with its interval above zero (8), and GRPO still
