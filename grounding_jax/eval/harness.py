@@ -61,6 +61,8 @@ class EvalSettings:
     bertscore: a BERT folder for GRACE's BERTScore-F1 ("" = the column is left out).
     reader_max_new_tokens: answer length of a separate reader (the two-model protocol).
     seed: seeds sampling (batch b uses fold_in(key(seed), b)).
+    shared_prefix_min_tokens: a batch's common prompt prefix of at least this many tokens is
+      prefilled once and read once per decode step (one sample per question; 0 = off).
   """
   recipe: str
   decoding: recipes.Decoding
@@ -73,6 +75,7 @@ class EvalSettings:
   bertscore: str = ""
   reader_max_new_tokens: int = 64
   seed: int = 0
+  shared_prefix_min_tokens: int = 0
 
   @classmethod
   def from_config(cls, config: ml_collections.ConfigDict) -> "EvalSettings":
@@ -95,7 +98,8 @@ class EvalSettings:
                rollout_options=config.rollout.options.to_dict(),
                judges={k: v for k, v in specs.items() if _configured(v)},
                bertscore=ev.bertscore, reader_max_new_tokens=int(ev.reader_max_new_tokens),
-               seed=int(ev.seed))
+               seed=int(ev.seed),
+               shared_prefix_min_tokens=int(ev.get("shared_prefix_min_tokens", 0)))
 
   def evaluate_options(self) -> dict[str, Any]:
     """The judge arguments of `Recipe.evaluate`, each built when first called."""
@@ -209,7 +213,8 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
       group_size=k, max_new_tokens=settings.decoding.max_new_tokens,
       temperature=settings.decoding.temperature, top_p=settings.decoding.top_p,
       stop=tuple(recipe.stop) + tuple(s for s in settings.stop if s not in recipe.stop),
-      max_prompt_tokens=settings.max_prompt_tokens)
+      max_prompt_tokens=settings.max_prompt_tokens,
+      shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
   prompt_fn = prompt_fn or (
       lambda ex: recipe.render_prompt(ex, tokenizer, enable_thinking=settings.enable_thinking))
   prompts, completions, lengths, truncated = [], [], [], []

@@ -203,48 +203,53 @@ def attend_cached(q_bthd: jax.Array, k_bksd: jax.Array, v_bksd: jax.Array,
 def attend_cached_with_prefix(q_bthd: jax.Array, kp_bksd: jax.Array, vp_bksd: jax.Array,
                               prefix_mask_bs: jax.Array, k_bksd: jax.Array, v_bksd: jax.Array,
                               mask_bts: jax.Array) -> jax.Array:
-  """`attend_cached` for one query per row, rows continuing shared prefixes: each group of
-  G = rows / prefixes consecutive rows reads its prefix's keys and values once, then its own cache.
+  """`attend_cached` for rows continuing shared prefixes: each group of G = rows / prefixes
+  consecutive rows reads its prefix's keys and values once, then its own cache. Every query sees
+  its whole prefix (its real tokens); `mask_bts` rules the rows' own slots.
 
   Args:
-    q_bthd: [rows, 1, q_heads, head_dim] one query per row.
+    q_bthd: [rows, T, q_heads, head_dim]: one query per row for a decode step, or a row's T
+      tokens after a batch-shared prefix (an evaluation batch's common instructions).
     kp_bksd, vp_bksd: [prefixes, kv_heads, Sp, head_dim]; row r continues prefix r // G.
     prefix_mask_bs: bool[prefixes, Sp], True at real prefix tokens.
     k_bksd, v_bksd: [rows, kv_heads, S, head_dim] the rows' own cache.
-    mask_bts: bool[rows, 1, S], True where the query may attend to the row's slot s.
+    mask_bts: bool[rows, T, S], True where query t may attend to the row's slot s.
   Returns:
-    [rows, 1, q_heads, head_dim] in the dtype of `v_bksd`.
+    [rows, T, q_heads, head_dim] in the dtype of `v_bksd`.
   """
-  n, _, h, d = q_bthd.shape
+  n, t, h, d = q_bthd.shape
   p, kv_heads, sp, _ = kp_bksd.shape
   g, hg = n // p, h // kv_heads
+  m = t * hg  # the queries of one (row, kv head): its T tokens' hg heads
   low = jnp.finfo(jnp.float32).min
 
-  def by_prefix(x):  # [n, kv_heads, hg, ...] -> [p, kv_heads, g * hg, ...]
-    x = x.reshape(p, g, kv_heads, hg, *x.shape[3:]).swapaxes(1, 2)
-    return x.reshape(p, kv_heads, g * hg, *x.shape[4:])
+  def by_prefix(x):  # [n, kv_heads, m, ...] -> [p, kv_heads, g * m, ...]
+    x = x.reshape(p, g, kv_heads, m, *x.shape[3:]).swapaxes(1, 2)
+    return x.reshape(p, kv_heads, g * m, *x.shape[4:])
 
   def by_row(x):  # the inverse of by_prefix
-    x = x.reshape(p, kv_heads, g, hg, *x.shape[3:]).swapaxes(1, 2)
-    return x.reshape(n, kv_heads, hg, *x.shape[4:])
+    x = x.reshape(p, kv_heads, g, m, *x.shape[3:]).swapaxes(1, 2)
+    return x.reshape(n, kv_heads, m, *x.shape[4:])
 
   # The two key sets are scored apart and share one softmax through its max and normaliser, so
-  # each dot reads its keys as stored: one [G * hg, Sp] product per (prefix, kv head), which reads
-  # the prefix once per group, and one [hg, S] product per (row, kv head).
-  q = q_bthd.reshape(n, kv_heads, hg, d)
+  # each dot reads its keys as stored: one [G * m, Sp] product per (prefix, kv head), which reads
+  # the prefix once per group, and one [m, S] product per (row, kv head).
+  q = q_bthd.reshape(n, t, kv_heads, hg, d).swapaxes(1, 2).reshape(n, kv_heads, m, d)
   s_p = jnp.einsum("pkmd,pksd->pkms", by_prefix(q), kp_bksd, preferred_element_type=jnp.float32)
   s_p = jnp.where(prefix_mask_bs[:, None, None, :], s_p * (d ** -0.5), low)
-  s_c = jnp.einsum("nkhd,nksd->nkhs", q, k_bksd, preferred_element_type=jnp.float32)
-  s_c = jnp.where(mask_bts[:, 0, None, None, :], s_c * (d ** -0.5), low)
-  top = jnp.maximum(by_row(jnp.max(s_p, axis=-1)), jnp.max(s_c, axis=-1))   # [n, kv_heads, hg]
+  s_c = jnp.einsum("nkmd,nksd->nkms", q, k_bksd, preferred_element_type=jnp.float32)
+  own = jnp.broadcast_to(mask_bts[:, None, :, None, :], (n, 1, t, hg, mask_bts.shape[-1]))
+  s_c = jnp.where(own.reshape(n, 1, m, -1), s_c * (d ** -0.5), low)
+  top = jnp.maximum(by_row(jnp.max(s_p, axis=-1)), jnp.max(s_c, axis=-1))   # [n, kv_heads, m]
   e_p = jnp.exp(s_p - by_prefix(top)[..., None])
   e_c = jnp.exp(s_c - top[..., None])
   total = by_row(jnp.sum(e_p, axis=-1)) + jnp.sum(e_c, axis=-1)
   out = (by_row(jnp.einsum("pkms,pksd->pkmd", e_p.astype(vp_bksd.dtype), vp_bksd,
                            preferred_element_type=jnp.float32))
-         + jnp.einsum("nkhs,nksd->nkhd", e_c.astype(v_bksd.dtype), v_bksd,
+         + jnp.einsum("nkms,nksd->nkmd", e_c.astype(v_bksd.dtype), v_bksd,
                       preferred_element_type=jnp.float32))
-  return (out / total[..., None]).reshape(n, 1, h, d).astype(v_bksd.dtype)
+  out = (out / total[..., None]).reshape(n, kv_heads, t, hg, d).swapaxes(1, 2)
+  return out.reshape(n, t, h, d).astype(v_bksd.dtype)
 
 
 class Attention(nnx.Module):
@@ -283,8 +288,8 @@ class Attention(nnx.Module):
         the whole cache (`attend_cached`).
       cache_index: int32 scalar, first cache slot of the inputs.
       prefix: optional (k, v, mask) of prefixes shared by groups of rows, [prefixes, kv_heads, Sp,
-        head_dim] and bool[prefixes, Sp] (one decode step, T = 1, with a cache): the query also
-        attends to its group's prefix (`attend_cached_with_prefix`).
+        head_dim] and bool[prefixes, Sp] (with a cache): the queries also attend to their group's
+        prefix (`attend_cached_with_prefix`).
 
     Returns:
       (out [batch, T, embed], (k, v) the updated cache, or this call's keys/values [batch, T,

@@ -242,9 +242,10 @@ class Transformer(nnx.Module):
       cache_index: int32 scalar; the new keys/values go to slots [cache_index, cache_index + T).
       kv_mask: bool[batch, S], True at slots holding real tokens (including the new ones).
       prefix: optional (KVCache [prefixes, Sp], bool[prefixes, Sp] real-token mask) of prefixes
-        that groups of batch / prefixes consecutive rows continue (a GRPO group's prompt, prefilled
-        once); T must be 1. Each row then attends to its group's prefix, read once per group, and
-        to its own cache, which holds only the tokens after the prefix.
+        that groups of batch / prefixes consecutive rows continue (a GRPO group's prompt, or the
+        instructions every prompt of an evaluation batch begins with, prefilled once). Each row
+        then attends to its group's whole prefix, read once per group, and to its own cache, which
+        holds only the tokens after the prefix (its slot 0 follows the prefix).
 
     Returns:
       (hidden [batch, T, embed] after the final norm, updated KVCache). Query i (slot
@@ -254,8 +255,6 @@ class Transformer(nnx.Module):
     s = cache.k[0].shape[KVCache.LOGICAL_AXES.index("length")]
     query_slot = cache_index + jnp.arange(t)
     mask_bts = (jnp.arange(s)[None, :] <= query_slot[:, None])[None] & kv_mask.astype(bool)[:, None, :]
-    if prefix is not None and t != 1:
-      raise ValueError(f"decode with a shared prefix runs one token per row, got {t}")
     x, new_kv = self._run_layers(input_ids, positions, mask_bts, cache, cache_index, prefix)
     return x, KVCache(k=tuple(k for k, _ in new_kv), v=tuple(v for _, v in new_kv))
 

@@ -213,6 +213,10 @@ def default_config() -> ml_collections.ConfigDict:
           max_new_tokens=ml_collections.FieldReference(None, field_type=int),
           num_samples=1)),
       batch_size=32,              # questions per sampler call
+      # When every question's prompt begins with at least this many equal tokens (chat template and
+      # the recipe's instructions), a batch prefills them once and each decode step reads them once
+      # (sampling.generate_ids); 0 = every prompt runs whole. Greedy outputs equal to rounding.
+      shared_prefix_min_tokens=32,
       judges=ml_collections.ConfigDict(),  # Recipe.evaluate judges by name: nli=FOLDER or spec (trust),
                                   # judge=dict(kind="llm", path=...) (grace / arena / truthrl LJ)
       bertscore="",               # GRACE: a BERT folder for BERTScore-F1 (bert-base-uncased in the paper)

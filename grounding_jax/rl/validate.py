@@ -43,6 +43,10 @@ def check_config(c: ml_collections.ConfigDict, *, training: bool = True) -> None
   if ev.decoding.num_samples < 1 or ev.batch_size < 1:
     raise ValueError(f"evals.decoding.num_samples={ev.decoding.num_samples} and evals.batch_size="
                      f"{ev.batch_size} must be >= 1")
+  shared = ev.get("shared_prefix_min_tokens", 0)
+  if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+    raise ValueError(f"evals.shared_prefix_min_tokens={shared!r} must be an int >= 0 (0: every "
+                     "prompt runs whole)")
   if not training:
     return
   if ev.every_steps < 0:

@@ -9,8 +9,11 @@ values: rows are prompt-major (row = p * G + g), each row's cache holds only its
 and every decode step attends to the group's prompt cache, read once per group
 (Transformer.decode's `prefix`), then to the row's own slots. The prompt is run once, not G times,
 and a step reads P·Lp + N·Ln cache slots instead of N·(Lp + Ln) (GRPO-shaped sampling, 8 prompts
-x G = 4 of ~270 tokens: ~35 -> ~31 s per call). With G = 1 there is nothing to share and the
-prompt's keys and values start the row's own [N, Lp + Ln] cache, as a plain KV cache does.
+x G = 4 of ~270 tokens: ~35 -> ~31 s per call). With G = 1 the prompt's keys and values start
+the row's own [N, Lp + Ln] cache, as a plain KV cache does — unless every prompt of the batch
+begins with the same tokens (an evaluation batch: one chat template and one recipe's instructions,
+236 of TruthRL's ~350 prompt tokens): then `prefill_after_prefix` runs that prefix once, the rows'
+caches hold only what follows it, and the decode steps read the prefix once for all rows.
 
 The decode cache is allocated once per shape and DONATED to `decode`, which returns it; `KVCachePool`
 keeps it for the next call of the same shape, so steady-state generation allocates no cache memory.
@@ -112,8 +115,38 @@ def _prefill(graphdef, state, prompt_ids, prompt_mask):
 prefill = jax.jit(_prefill, static_argnums=0)
 
 
+def _prefill_after_prefix(graphdef, state, prefix_ids, prefix_mask, prompt_ids, prompt_mask):
+  """`_prefill` for prompts that all begin with one prefix: the prefix runs once, then each row's
+  remaining tokens attend to it and to themselves (Transformer.decode's `prefix`).
+
+  Args:
+    prefix_ids: int32[1, Sp]; prefix_mask: bool[1, Sp] (left padding).
+    prompt_ids: int32[P, Lp] each row's tokens after the prefix; prompt_mask: bool[P, Lp] (left
+      padding; every row has >= 1 real token).
+
+  Returns:
+    (prefix cache [1, Sp], cache with Lp slots per row, float32[P, V] last-position logits).
+  """
+  _TRACES["prefill_after_prefix"] += 1
+  model = nnx.merge(graphdef, state)
+  sp = prefix_ids.shape[1]
+  p, lp = prompt_ids.shape
+  prefix_positions = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0).astype(jnp.int32)
+  _, prefix_cache = model.decode(prefix_ids, prefix_positions, model.init_cache(1, sp), jnp.int32(0),
+                                 prefix_mask)
+  positions = (jnp.sum(prefix_mask, dtype=jnp.int32)
+               + jnp.maximum(jnp.cumsum(prompt_mask, axis=-1) - 1, 0)).astype(jnp.int32)
+  cache = _constrain_cache(model.init_cache(p, lp))
+  hidden, cache = model.decode(prompt_ids, positions, cache, jnp.int32(0), prompt_mask,
+                               (prefix_cache, prefix_mask.astype(bool)))
+  return prefix_cache, _constrain_cache(cache), model.logits(hidden[:, -1])
+
+
+prefill_after_prefix = jax.jit(_prefill_after_prefix, static_argnums=0)
+
+
 def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_logits, prompt_mask,
-            active, key, temperature, top_p, max_new_tokens, eos_ids, stop_tables):
+            active, key, temperature, top_p, max_new_tokens, eos_ids, stop_tables, shared=None):
   """Samples up to `max_new_tokens` tokens per row, leaving the loop once every row is done.
 
   Args:
@@ -126,6 +159,9 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
     temperature, top_p: float32 scalars; max_new_tokens: int32 scalar <= Ln.
     eos_ids: int32[E] (-1 entries never match).
     stop_tables: stopping.StopTables or None.
+    shared: None, or (KVCache [1, Sp], bool[1, Sp]) from `prefill_after_prefix` (G = 1): the prefix
+      every row's prompt begins with, read once per step for all rows; prompt_cache and prompt_mask
+      then hold each row's tokens after it.
 
   Returns:
     (tokens int32[N, Ln], logprobs float32[N, Ln], lengths int32[N], stopped bool[N], steps int32,
@@ -137,11 +173,16 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
   g = config.num_samples
   n, s = cache.k[0].shape[_BATCH_AXIS], cache.k[0].shape[_LENGTH_AXIS]
   prompt_len = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g).astype(jnp.int32)
+  if shared is not None:
+    if g > 1:
+      raise ValueError("a batch-shared prefix is for one sample per prompt (num_samples = 1)")
+    prompt_len = prompt_len + jnp.sum(shared[1], dtype=jnp.int32)
   if g > 1:  # the group's prompt cache is read by every step, never copied per row
     prefix, first_slot = (prompt_cache, prompt_mask.astype(bool)), 0
     kv_mask = jnp.ones((n, s), bool)  # slot j holds token j; the causal slot rule masks the future
-  else:  # one row per prompt: the prompt's keys and values start the row's own cache
-    prefix, first_slot = None, prompt_mask.shape[1]
+  else:  # one row per prompt: the prompt's keys and values (after a shared prefix: the tokens
+    # after it) start the row's own cache
+    prefix, first_slot = shared, prompt_mask.shape[1]
     cache = _constrain_cache(jax.tree.map(
         lambda big, small: jax.lax.dynamic_update_slice(big, small.astype(big.dtype),
                                                         (0,) * big.ndim), cache, prompt_cache))

@@ -189,6 +189,38 @@ def _left_pad_to_bucket(prompt_ids, prompt_mask, pad_id: int, mesh=None):
   return out_ids, out_mask
 
 
+def _split_shared_prefix(ids: np.ndarray, mask: np.ndarray, pad_id: int, min_tokens: int):
+  """(prefix ids [1, Sp], its mask, each row's remaining ids [P, Lr], their mask), every part
+  left-padded to a bucket, when the left-padded prompts' real tokens all begin with the same
+  `min_tokens` or more tokens; else None. Every row keeps at least its last token, whose logits
+  start its completion."""
+  rows = [r[m] for r, m in zip(ids, mask)]
+  shortest = min(len(r) for r in rows)
+  first = rows[0][:shortest - 1]
+  same = np.ones(first.size, bool)
+  for r in rows[1:]:
+    same &= r[:first.size] == first
+  common = int(np.argmin(same)) if not same.all() else first.size
+  if common < min_tokens:
+    return None
+  prefix_ids, prefix_mask = _left_pad_to_bucket(first[None, :common], np.ones((1, common), bool),
+                                                pad_id)
+  rest = left_pad([r[common:] for r in rows], pad_id)
+  return (prefix_ids, prefix_mask, *_left_pad_to_bucket(*rest, pad_id))
+
+
+def _with_filler_rows(ids: np.ndarray, mask: np.ndarray, rows: int, pad_id: int):
+  """`ids`/`mask` with rows appended up to `rows`: one real (pad) token each, as generate_ids'
+  batch-padding rows, inactive from the start."""
+  extra = rows - ids.shape[0]
+  if extra <= 0:
+    return ids, mask
+  ids = np.concatenate([ids, np.full((extra, ids.shape[1]), pad_id, np.int32)])
+  mask = np.concatenate([mask, np.zeros((extra, mask.shape[1]), bool)])
+  mask[-extra:, -1] = True
+  return ids, mask
+
+
 _STATIC_VIEWS: dict = {}  # graphdef -> the model over abstract arrays (config, dtypes, cache shapes)
 
 
@@ -214,7 +246,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
                  eos_ids: Sequence[int] | None = None, pad_id: int | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, num_samples: int = 1,
                  stop: Sequence[str] = (), tokenizer=None, seed: int | jax.Array = 0, mesh=None,
-                 rules=None) -> Generation:
+                 rules=None, shared_prefix_min_tokens: int = 0) -> Generation:
   """Samples completions for already-tokenised, left-padded prompts.
 
   Args:
@@ -236,6 +268,11 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
       each); they run as one global batch (process p's rows after those of processes < p, which
       fixes each row's key) and each process gets back only its own rows.
     rules: logical-axis rules; default grounding_jax.parallel.DEFAULT_RULES.
+    shared_prefix_min_tokens: with one sample per prompt and no mesh, when every prompt begins
+      with the same tokens (a recipe's chat template and instructions) and there are at least this
+      many of them, they are prefilled once for the batch and every decode step reads them once
+      (`engine.prefill_after_prefix`); 0 = off. The same computation in another order (outputs
+      equal up to float rounding); `Generation.prompt_ids` are the whole prompts either way.
 
   Returns:
     Generation with N = P * num_samples rows (prompt-major) and L = max_new_tokens.
@@ -257,12 +294,12 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   num_prompts, lp = ids.shape
   shards = _host_row_multiple(mesh, rules)  # per host; the global batch is hosts x padded_prompts
   padded_prompts = -(-_hosts_max(num_prompts, mesh) // shards) * shards
-  if padded_prompts > num_prompts:  # filler rows: one real token, inactive from the start
-    extra = padded_prompts - num_prompts
-    ids = np.concatenate([ids, np.full((extra, lp), pad_id, np.int32)])
-    mask = np.concatenate([mask, np.zeros((extra, lp), bool)])
-    mask[num_prompts:, -1] = True
+  ids, mask = _with_filler_rows(ids, mask, padded_prompts, pad_id)
   g = int(num_samples)
+  split = None
+  if shared_prefix_min_tokens > 0 and g == 1 and mesh is None:
+    split = _split_shared_prefix(ids[:num_prompts], mask[:num_prompts], pad_id,
+                                 int(shared_prefix_min_tokens))
   n = padded_prompts * g
   active = np.arange(n) < num_prompts * g
   ln = bucket_length(int(max_new_tokens))
@@ -282,8 +319,18 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
       active_d = put(active, ("batch",))
     else:
       ids_d, mask_d, active_d = jnp.asarray(ids), jnp.asarray(mask), jnp.asarray(active)
+    shared = None
     start = time.perf_counter()
-    prompt_cache, prompt_logits = engine.prefill(graphdef, state, ids_d, mask_d)
+    if split is None:
+      prompt_cache, prompt_logits = engine.prefill(graphdef, state, ids_d, mask_d)
+    else:  # the rows' tokens after the common prefix become the prompts the engine sees
+      prefix_ids, prefix_mask, rest_ids, rest_mask = split
+      rest_ids, rest_mask = _with_filler_rows(rest_ids, rest_mask, padded_prompts, pad_id)
+      ids_d, mask_d = jnp.asarray(rest_ids), jnp.asarray(rest_mask)
+      prefix_cache, prompt_cache, prompt_logits = engine.prefill_after_prefix(
+          graphdef, state, jnp.asarray(prefix_ids), jnp.asarray(prefix_mask), ids_d, mask_d)
+      shared = (prefix_cache, jnp.asarray(prefix_mask))
+      lp = rest_ids.shape[1]
     jax.block_until_ready(prompt_logits)
     prefill_seconds = time.perf_counter() - start
     cache = engine.POOL.take(model, n * spanned_processes(mesh), ln if g > 1 else lp + ln, mesh)
@@ -291,7 +338,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     tokens, logprobs, lengths, stopped, steps, cache = engine.decode(
         graphdef, config, state, cache, prompt_cache, prompt_logits, mask_d, active_d, _as_key(seed),
         jnp.float32(1.0 if greedy else temperature), jnp.float32(top_p), jnp.int32(max_new_tokens),
-        jnp.asarray(eos), tables)
+        jnp.asarray(eos), tables, shared)
     engine.POOL.give_back(model, cache, mesh)
     tokens, logprobs, lengths, stopped, steps = (  # this host's rows only
         global_to_host_local(x) for x in (tokens, logprobs, lengths, stopped, steps))
@@ -299,7 +346,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   _LAST_STATS.clear()
   _LAST_STATS.update(prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
                      decode_steps=int(steps), prompt_rows=padded_prompts, rows=n,
-                     prompt_bucket=lp, new_tokens_bucket=ln)
+                     prompt_bucket=lp, new_tokens_bucket=ln,
+                     shared_prefix_bucket=0 if split is None else split[0].shape[1])
   _STATS_LOG.append(dict(_LAST_STATS))
   del _STATS_LOG[:-_STATS_LOG_MAX]
 

@@ -36,6 +36,8 @@ class SamplingSettings:
   stop: tuple[str, ...] = ()
   max_prompt_tokens: int = 0  # 0 = no limit; longer prompts lose tokens on the left (or, with
                               # config.rollout.overlong_prompts="drop", never reach the sampler)
+  shared_prefix_min_tokens: int = 0  # G = 1: a batch's common prompt prefix of at least this many
+                                     # tokens is prefilled once (generate_ids); 0 = off
 
 
 @dataclasses.dataclass
@@ -98,7 +100,8 @@ def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any],
   gen = generate_ids(
       model, ids, mask, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
       top_p=settings.top_p, top_k=settings.top_k, num_samples=settings.group_size,
-      stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed, mesh=mesh)
+      stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed, mesh=mesh,
+      shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
   return Rollout(examples=list(examples), prompt_ids=np.asarray(gen.prompt_ids, np.int32),
                  prompt_mask=np.asarray(gen.prompt_mask, bool),
                  completion_ids=np.asarray(gen.token_ids, np.int32),

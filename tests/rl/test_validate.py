@@ -70,3 +70,6 @@ def test_bad_validation_settings_fail_before_training(tmp_path):
   c.checkpoint.best_metric, c.evals.data.kind = "", "jsonl"
   with pytest.raises(ValueError, match=r"evals.data.kind='jsonl' needs evals.data.path"):
     validate.check_config(c)
+  c.evals.data.kind, c.evals.shared_prefix_min_tokens = "synthetic", -1
+  with pytest.raises(ValueError, match=r"evals.shared_prefix_min_tokens=-1 must be an int >= 0"):
+    validate.check_config(c, training=False)

@@ -124,6 +124,29 @@ def test_prefill_in_query_chunks_samples_as_one_block_does(tiny_checkpoint, sett
   np.testing.assert_allclose(chunked.logprobs, plain.logprobs, atol=1e-5, rtol=0)
 
 
+def test_batch_shared_prefix_generates_as_whole_prompts(tiny_llama):
+  """Prompts that all begin with the same tokens (a recipe's instructions), prefilled once for the
+  batch and read once per decode step, give the whole prompts' greedy tokens and log-probs; a batch
+  whose common prefix is shorter than the minimum, or a group of samples, runs whole prompts."""
+  _, model = tiny_llama
+  rest, rest_mask = random_prompts((4, 9, 1, 6), 96, seed=3)
+  common = np.random.default_rng(8).integers(3, 96, 13).astype(np.int32)
+  ids, mask = sampling.left_pad([np.concatenate([common, r[m]]) for r, m in zip(rest, rest_mask)], 0)
+  settings = dict(max_new_tokens=16, eos_ids=[2], pad_id=0)
+  plain = sampling.generate_ids(model, ids, mask, **settings)
+  shared = sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=8, **settings)
+  # The common prefix ends where the shortest prompt's last token begins (13 + 1 - 1 tokens).
+  assert sampling.last_stats()["shared_prefix_bucket"] == sampling.bucket_length(13)
+  np.testing.assert_array_equal(shared.token_ids, plain.token_ids)
+  np.testing.assert_array_equal(shared.lengths, plain.lengths)
+  np.testing.assert_allclose(shared.logprobs, plain.logprobs, atol=1e-5, rtol=0)
+  np.testing.assert_array_equal(shared.prompt_ids, plain.prompt_ids)
+  sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=14, **settings)
+  assert sampling.last_stats()["shared_prefix_bucket"] == 0
+  sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=8, num_samples=2, **settings)
+  assert sampling.last_stats()["shared_prefix_bucket"] == 0
+
+
 # (top-p alone is covered at the selection level in test_selection.py; each case here is a compile.)
 @pytest.mark.parametrize("temperature,top_k,top_p", [(0.8, 0, 1.0), (1.2, 6, 0.8)])
 def test_next_token_distribution_matches_analytic(tiny_checkpoint, temperature, top_k, top_p):
