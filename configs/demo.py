@@ -286,8 +286,9 @@ settings the gain holds on 1 fresh world of 3 with its interval above zero (8), 
 reaches the refusal corner where SFT lands weakly. Worlds 8, 9 and 10 then served runs 36-40 (dev
 worlds since), which landed 5 + 3 prompts a step; then world 11, once, from a clean clone at
 81b49a0 (README): SFT +11.7 (89.1 %, 43.8 %) → GRPO +24.2 (90.6 %, 67.2 %), GRPO − SFT +12.5 [+3.1,
-+21.9], reward +0.125 [+0.031, +0.219] — the reported world (WORLD_SEED); the next fresh world is
-12.
++21.9], reward +0.125 [+0.031, +0.219] — the reported world (WORLD_SEED); and world 12, once
+(`launch/demo.py --world=12` at bfa3cf7): SFT +10.9 (75.0 %, 70.3 %) → GRPO +33.6 (84.4 %, 98.4 %),
++22.7 [+9.4, +36.7], reward +0.23 [+0.09, +0.37]. The next fresh world is 13.
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
 WORLD_SEED, NUM_COUNTRIES countries, ANSWERABLE_RATIO answerable), SFT on SFT_EXAMPLES questions of
