@@ -30,7 +30,7 @@ from flax import nnx
 from grounding_jax.models import lora
 from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.rl import losses
-from grounding_jax.sampling.generate import bucket_length
+from grounding_jax.sampling.prompts import bucket_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,7 +288,7 @@ def round_up(n: int, multiple: int) -> int:
 
 
 def prompt_bucket(n: int) -> int:
-  """The sampler's prompt bucket (generate.bucket_length: four per octave, <= 25 % padding), so
+  """The sampler's prompt bucket (prompts.bucket_length: four per octave, <= 25 % padding), so
   the update runs the prompt widths prefill already runs. A shared prompt costs 1/G of a row."""
   return bucket_length(n)
 

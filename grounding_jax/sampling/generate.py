@@ -39,6 +39,8 @@ from grounding_jax.parallel import (DEFAULT_RULES, gather_hosts, global_to_host_
                                     host_local_to_global, logical_to_spec, spanned_processes,
                                     use_mesh)
 from grounding_jax.sampling import engine, stopping
+from grounding_jax.sampling.prompts import (bucket_length, common_prefix_length, left_pad,
+                                            tokenize_prompts)
 
 
 @dataclasses.dataclass
@@ -65,23 +67,6 @@ class Generation:
   completion_mask: np.ndarray
   prompt_ids: np.ndarray
   prompt_mask: np.ndarray
-
-
-def bucket_length(n: int, minimum: int = 16) -> int:
-  """Smallest of minimum * {1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, ...} that is >= n.
-
-  Four buckets per octave (<= 25% padding): prompts are prefilled and attended over at their
-  bucket's width, so coarser buckets cost more than the extra compiles they save (a 270-token
-  prompt ran at 384 with two buckets per octave, at 320 with four).
-  """
-  if n <= minimum:
-    return minimum
-  octave = minimum * 2 ** max(0, math.floor(math.log2(n / minimum)))
-  for quarter in range(4, 9):
-    b = octave * quarter // 4
-    if b >= n:
-      return b
-  return octave * 2
 
 
 _LAST_STATS: dict = {}
@@ -195,15 +180,10 @@ def _split_shared_prefix(ids: np.ndarray, mask: np.ndarray, pad_id: int, min_tok
   `min_tokens` or more tokens; else None. Every row keeps at least its last token, whose logits
   start its completion."""
   rows = [r[m] for r, m in zip(ids, mask)]
-  shortest = min(len(r) for r in rows)
-  first = rows[0][:shortest - 1]
-  same = np.ones(first.size, bool)
-  for r in rows[1:]:
-    same &= r[:first.size] == first
-  common = int(np.argmin(same)) if not same.all() else first.size
+  common = min(common_prefix_length(ids, mask), min(len(r) for r in rows) - 1)
   if common < min_tokens:
     return None
-  prefix_ids, prefix_mask = _left_pad_to_bucket(first[None, :common], np.ones((1, common), bool),
+  prefix_ids, prefix_mask = _left_pad_to_bucket(rows[0][None, :common], np.ones((1, common), bool),
                                                 pad_id)
   rest = left_pad([r[common:] for r in rows], pad_id)
   return (prefix_ids, prefix_mask, *_left_pad_to_bucket(*rest, pad_id))
@@ -371,35 +351,6 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   return Generation(texts=texts, token_ids=tokens, logprobs=logprobs, lengths=lengths,
                     truncated=truncated, completion_mask=completion_mask,
                     prompt_ids=ids[:num_prompts], prompt_mask=mask[:num_prompts])
-
-
-def encode_prompts(tokenizer, prompts: Sequence[str]) -> list[list[int]]:
-  """Token ids of rendered prompt texts. Special tokens (BOS) are added unless the text already
-  starts with the tokenizer's BOS token, so chat-templated prompts are not given a second BOS."""
-  bos = getattr(tokenizer, "bos_token", None)
-  return [tokenizer.encode(p, add_special_tokens=not (bos and p.startswith(bos))) for p in prompts]
-
-
-def tokenize_prompts(tokenizer, prompts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-  """Left-padded int32 ids and bool mask [P, Lmax] for rendered prompt texts (encode_prompts)."""
-  if not prompts:
-    raise ValueError("prompts is empty.")
-  encoded = encode_prompts(tokenizer, prompts)
-  empty = [i for i, e in enumerate(encoded) if not e]
-  if empty:
-    raise ValueError(f"prompts {empty[:5]} tokenise to no tokens; every prompt needs at least one.")
-  return left_pad(encoded, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
-
-
-def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-  """Token-id rows -> (int32 ids, bool mask) [len(rows), longest], LEFT-padded with `pad_id`."""
-  width = max(len(r) for r in rows)
-  ids = np.full((len(rows), width), pad_id, np.int32)
-  mask = np.zeros((len(rows), width), bool)
-  for i, r in enumerate(rows):
-    ids[i, width - len(r):] = r
-    mask[i, width - len(r):] = True
-  return ids, mask
 
 
 def generate(model, tokenizer, prompts: Sequence[str], *, max_new_tokens: int,

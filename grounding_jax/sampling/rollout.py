@@ -14,7 +14,8 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from grounding_jax.sampling.generate import encode_prompts, generate_ids, tokenize_prompts
+from grounding_jax.sampling.generate import generate_ids
+from grounding_jax.sampling.prompts import encode_prompts, tokenize_prompts
 
 OVERLONG_PROMPTS = ("truncate", "drop")  # what happens to prompts over max_prompt_tokens
 

@@ -129,14 +129,7 @@ def _prompt_tokens(data: dict[str, np.ndarray], r: int) -> np.ndarray:
 
 def shared_prefix_length(data: dict[str, np.ndarray]) -> int:
   """Tokens that every row's (left-padded) prompt in `tokenize_pairs` output begins with."""
-  if not len(data["prompt_ids"]):
-    return 0
-  first = _prompt_tokens(data, 0)
-  shared = int(data["prompt_mask"].sum(axis=1).min())
-  for r in range(len(data["prompt_ids"])):
-    differ = np.nonzero(_prompt_tokens(data, r)[:shared] != first[:shared])[0]
-    shared = int(differ[0]) if len(differ) else shared
-  return shared
+  return sampling.common_prefix_length(data["prompt_ids"], data["prompt_mask"])
 
 
 def packing_pays(model_config, data: dict[str, np.ndarray], prefix_len: int, rows: int) -> bool:
