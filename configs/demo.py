@@ -62,233 +62,9 @@ SFT on the evaluated world's own training draw (runs 1-11: 32-64 rows, answerabl
 kinds) taught the format but no abstention, or an abstention bias that varied from world to world
 (9 %, 78 %, 97 %), and GRPO then went to one corner or the other.
 
-How the settings were chosen (dev worlds: seeds 1 and 4, and 2 and 3 once spent; runs 3 and 6 on
-then-reported worlds). Runs 1-6 with unanswerable="mentions":
-  1. SFT one pass over 32 rows of both kinds, GRPO 8 steps of 4 prompts × G=4 at lr 3e-5: SFT
-     truthfulness −68.8 (accuracy on answerable 12.5 %, abstention on unanswerable 9.4 %) → GRPO 0:
-     abstention 100 %, accuracy 0 % — a gain by refusing everything.
-  2. SFT two passes over 64 rows of both kinds, GRPO 12 steps of 4 × G=8 at lr 1e-5: SFT −14.1
-     (50 %, 12.5 %) → GRPO +25.0 (87.5 %, 0 %); GRPO − SFT +39.1 [+18.8, +60.9].
-  3. The same settings on world 0 (then the reported world): SFT 0.0 (25 %, 78 %) → GRPO −28.1
-     (59 %, 6 %): GRPO again learned to answer (accuracy up 34 points) and gave up abstaining, which
-     this SFT had happened to favour. World 0's held-out items having been looked at, the report
-     moved to a fresh world (WORLD_SEED = 2) and the settings went back to the dev world.
-  4. SFT on the answerable rows only, three passes: SFT +3.1 (78 %, 0 %) → GRPO 0.0 (78 %, 0 %);
-     the SFT policy was too peaked (entropy 0.1) for GRPO to find anything in 12 steps.
-  5. SFT on the answerable rows only, one pass: SFT −53.1 (21.9 %, 0 %) → GRPO −6.2 (56.2 %, 0 %);
-     GRPO − SFT +46.9 [+21.9, +71.9] truthfulness, +0.47 [+0.22, +0.72] reward.
-  6. Run 5's settings on world 2 (then the reported world), once: SFT −6.2 (50 %, 0 %) → GRPO 0.0
-     (0 %, 100 %): GRPO found `\boxed{I don't know}` and abstained on everything.
-Then, GRPO from run 5's or run 6's SFT model (world 2 is a dev world from here on):
-  7. run 5 with rollout temperature 0.7: samples boxed more often, but 50-75 % of groups had zero
-     variance; GRPO − SFT +12.5 [−12.5, +37.5] (40.6 %, 0 %).
-  8. run 6 with Dr.GRPO's advantages (advantage.scale="none": a lone abstention among wrong
-     answers no longer scores like a lone correct answer): no refusal corner, and no gain: −12.5
-     [−37.5, +12.5] (46.9 %, 0 %).
-  9. run 5 with unanswerable="unrelated" (GRPO and evaluation): SFT −78.1 (21.9 %, 0 %) → GRPO
-     −56.2 (43.8 %, 0 %); +21.9 [+0, +43.8].
- 10. run 6 with unanswerable="unrelated": SFT −50 (50 %, 0 %) → GRPO 0 (0 %, 100 %); +50 [+28.1,
-     +71.9] — by refusing everything.
- 11. world 4, unrelated, SFT one pass over both kinds (16 steps): SFT +1.6 (6.2 %, 96.9 %); GRPO's
-     groups were all abstentions by step 8 (refusal corner; stopped there).
-Then SFT on ANOTHER world (--config.data.seed=<world + 1000>: questions about other invented
-entities, so no fact of the evaluated world), lr 5e-5 cosine, batches of 4, evaluated on dev world 1
-(runs 12-16, 18, 19) or 4 (run 17) with this file's GRPO stage unless said:
- 12. 128 answerable rows (num_examples=256, answerable_only), 32 steps: SFT −9.4 (90.6 %, 0 %) — it
-     reads (a name from the passage that answers the asked relation) without having seen the world;
-     GRPO sampled no abstention in 5 steps and its groups went 25 → 100 % zero-variance (stopped).
- 13. 128 answerable + 32 abstention rows (160, answerable_ratio 0.8, answerable_only=False), 40
-     steps: SFT −50 (50 %, 0 %).
- 14. 192 + 64 (256, ratio 0.75), 64 steps: SFT −43.8 (56.2 %, 0 %).
- 15. run 12's 128 rows + 128 abstention rows (256, ratio 0.5), 64 steps: SFT −9.4 (62.5 %, 53.1 %),
-     the first SFT model that tells the two kinds apart (it abstains on 1 of 32 answerable items);
-     GRPO: abstentions in its samples 44 % (step 1) → 100 % (step 5), GRPO 0 (0 %, 100 %), +9.4
-     [−10.9, +29.7]; with rollout temperature 0.5, 25 % → 97 % by step 5 (stopped).
- 16. 128 + 16 (144, ratio 0.889), 36 steps: SFT −18.8 (81.2 %, 0 %); GRPO: correct samples 38 %
-     (step 1) → 6 % (step 6), then abstentions 19 % → 97 % (steps 6-10): 0 (0 %, 100 %), +18.8
-     [−6.2, +43.8]; at lr 3e-6: −6.2 (0 %, 87.5 %), +12.5 [−10.9, +35.9].
- 17. run 16's SFT recipe on world 4 (SFT world 1004): SFT −34.4 (65.6 %, 0 %) → GRPO −15.6 (84.4 %,
-     0 %), +18.8 [−3.1, +37.5]: accuracy up 19 points, never an abstention sampled.
- 18. run 15's SFT, 16 prompts × G=4 a step (64 completions) at lr 3e-6: abstentions 41 % (step 1) →
-     97 % (step 12), GRPO 0 (0 %, 100 %), +9.4 [−10.9, +29.7].
- 19. run 15's SFT with a KL term to it (loss.kl_coef=0.2, k3): the path of run 15 (abstentions 44 %
-     → 97 % by step 4; per-token KL 0.02, small beside advantages of ±1; stopped).
- 20. run 15's SFT model, SFT again over the same 256 rows (a second pass, lr 2e-5 cosine, 64 steps,
-     8 min 42 s on the idle CPU): SFT +4.7 (56.2 %, 96.9 %); GRPO (then this file's stage: 12
-     steps of 4 × G=8, ~25 s a step idle) +31.2 (78.1 %, 100 %), GRPO − SFT +26.6 [+6.2, +46.9],
-     reward +0.27 [+0.06, +0.47] — the first run in which GRPO raised accuracy on answerable items AND kept abstaining on the
-     unanswerable ones (2 abstentions on 32 answerable items). Its samples at step 1: 34 % correct
-     (~69 % of the answerable half), 19 % abstentions. This SFT is the landed one (SFT_PASSES).
- 21. run 20's recipe on world 4 (both SFT passes on world 1004): SFT +7.8 (56.2 %, 96.9 %) → GRPO
-     +7.8 (50 %, 100 %), +0 [−17.2, +15.6]: the discriminating SFT reproduced; GRPO gained nothing
-     (its samples also dipped into abstaining, 97 % at step 7, and came back to 41-66 %).
-Then GRPO with 8 prompts × G=8 a step (64 completions; this file's stage from here), lr 1e-5, 12
-steps:
- 22. from run 20's SFT model (dev world 1): GRPO +37.5 (87.5 %, 96.9 %), GRPO − SFT +32.8 [+14.1,
-     +51.6]; from run 21's (world 4): +25.0 (81.2 %, 87.5 %), +17.2 [+0, +35.9] — accuracy up 25-31
-     points on both worlds, abstention kept (97 → 97 % and 97 → 88 %). Samples in the last steps:
-     ~40-47 % abstentions, 36-47 % correct (of 50 % answerable).
- 23. a cheaper SFT (`launch/demo.py --dev` and `--world=4`): one run of 2 epochs over 192 rows (96
-     steps, one cosine from 5e-5) instead of two runs over 256: SFT −20.3 (71.9 %, 15.6 %) on world
-     1 and −12.5 (21.9 %, 84.4 %) on world 4 — a world-dependent abstention bias again — and GRPO's
-     samples went to abstaining on both (correct 23 → 5 % and 22 → 3 % by step 5; stopped there).
-Cheaper SFT to fit the budget (runs 24-26, both dev worlds, `launch/demo.py --dev` and `--world=4`
-in parallel with SFT_EXAMPLES and GRPO_STEPS edited):
- 24. two passes over 128 rows (32 + 32 steps), GRPO 12 steps: SFT −1.6 (3.1 %, 100 %) on world 1,
-     +1.6 (34.4 %, 78.1 %) on world 4; GRPO's samples went to abstaining on both (62 → 100 % by
-     step 6 and 64 → 92 % by step 5; stopped).
- 25. two passes over 192 rows (48 + 48 steps), GRPO 9 steps: SFT +17.2 (46.9 %, 96.9 %) on world 1,
-     −12.5 (37.5 %, 81.2 %) on world 4; GRPO 0 (0 %, 100 %) on both — the refusal corner; GRPO −
-     SFT −17.2 [−29.7, −4.7] and +12.5 [−4.7, +29.7]. Samples at step 1: correct 17 % and 25 %,
-     wrong 27 % and 27 % of all 64 — on answerable prompts wrong about as often as right, where the
-     ternary reward makes abstaining the better policy.
- 26. run 25's SFT models, GRPO at rollout temperature 0.7 (is the sampled-vs-greedy gap the cause?):
-     samples at step 1 no better (correct 17 % and 20 %, wrong 23 % and 30 %); world 1 abstained on
-     95 % by step 3 (stopped). The cause is SFT's accuracy, not the temperature.
-Cheaper steps instead of fewer (run 27 on the idle machine, `SFTTrainer.train(max_steps=6)` on
-dev world 1's rows; GRPO steps 2-4 from world 5's SFT model): an SFT step of 4 rows took 8.1 s in
-float32, 6.9 s with 3 passages a row instead of 5, 6.6 s with bfloat16 activations (float32 weights
-and accumulation; the same losses to 2 digits), 6.2 s with both; a GRPO step 40-47 s in float32 and
-34-35 s in bfloat16, with the same samples to 2 digits (abstentions 47, 53, 72, 86 % against 44,
-58, 69, 83 %).
- 27. SFT rows over 3 passages (dev worlds 1 and 4 in parallel; float32 in fact: launch/demo.py then
-     loaded its one model without the configs' dtypes, since fixed): SFT +9.4
-     (56.2 %, 100 %) and −1.6 (40.6 %, 100 %) — reading five passages worse after training on
-     three; world 1's GRPO samples were wrong more often than right at step 1 (correct 27 %, wrong
-     41 %) and abstained on 97 % by step 3 (stopped); world 4's hovered at 45-67 % abstentions for
-     5 steps (stopped, to run 28).
- 28. bfloat16 activations in every stage, SFT rows over 5 passages (`launch/demo.py --world=1`,
-     alone): 24.2 min (start evaluation 37 s, SFT 903 s, its evaluation 30 s, GRPO 459 s, its
-     evaluation 21 s) — within the budget; but SFT −18.8 (71.9 %, 15.6 %) where float32 gave +4.7
-     (56.2 %, 96.9 %, run 20), its samples were wrong more often than right (correct 27 %, wrong
-     36 % at step 1), and GRPO abstained on everything: 0.0 (0 %, 100 %), GRPO − SFT +18.8 [−3.1,
-     +42.2] — a gain by refusing. So the demo stays in float32 (COMPUTE_DTYPE), over the budget
-     until run 35.
-Then the step metrics split by the prompts' answerability (rl/collect.answerability_metrics: each
-step's reward and its components on its answerable and on its unanswerable prompts) showed what the
-swings of runs 15-28 had partly been: 8 prompts drawn at random from a half-answerable set held 1 to
-6 answerable ones a step (run 29, world 1: 6, 5, 2, 1, 5, 6, 3, 4, 6, 4, 3, 5), and the step's
-abstention rate followed that count (25 → 88 → 27 %), not the policy — while a step of 7
-unanswerable prompts and 1 answerable one pushes towards abstaining everywhere. Since run 30 every
-step holds both kinds in the data's proportion (data.stratify="answerable"): 4 + 4, 5 + 3 since
-run 40.
- 29. run 22's settings with 3 passages in EVERY context (SFT rows, GRPO prompts and held-out
-     questions; run 27 trained on 3 and evaluated on 5), dev worlds 1 and 4 in parallel: SFT
-     (78.1 %, 100 %) and (68.8 %, 100 %); GRPO − SFT +0 [−12.5, +12.5] and +15.6 [−3.1, +34.4];
-     GRPO again from these SFT models at lr 3e-6: +6.25 [−6.25, +18.75] and +15.6 [+0, +31.25].
-     SFT already abstained on every unanswerable item: GRPO's only room was the answerable half,
-     and 64 questions resolve ±12-19 points.
- 30. a world of 24 countries instead of 12 (room for 128 held-out questions: intervals ~1/√2 as
-     wide), 128 held-out questions, stratified GRPO steps, ONE SFT pass over 256 rows three
-     quarters answerable: SFT −23.4 (76.6 %, 0 %) on world 1, +4.7 (85.9 %, 35.9 %) on world 4;
-     GRPO's samples at step 1 were right on 31-34 % of answerable prompts and wrong on 44-53 %, and
-     abstained on 97 % of them by step 7 (stopped). One pass's sampled accuracy (at T = 1 on the
-     held-out questions 67 % against 77-86 % greedy) is the problem of runs 15-19 again.
- 31. run 30 with both SFT passes (this file, but SFT micro-batches of 2): world 1 SFT +21.1
-     (78.1 %, 85.9 %) → GRPO +41.4 (89.1 %, 98.4 %), GRPO − SFT +20.3 [+9.4, +32.8], reward +0.20
-     [+0.09, +0.33]; world 4 SFT +27.3 (81.2 %, 90.6 %) → GRPO +33.6 (79.7 %, 100 %), +6.25 [−4.7,
-     +17.2]. No corner on either: the samples' abstentions on answerable prompts rose at steps 2-4
-     (to 88 % and 69 %) and fell back to 6-16 % by step 12, the unanswerable half of every step
-     pulling the other way; right on 72-78 % of answerable prompts in the last step (38 % and 59 %
-     at step 1). World 4's gain is abstention only (greedy accuracy 81 → 80 %).
- 32. run 31's SFT models, GRPO at lr 2e-5: world 4's samples abstained on every prompt from step 2
-     (every group without variance at steps 5-6; stopped at step 7); world 1's swung as at 1e-5
-     (abstention on answerable prompts 56-88 % at steps 2-4; stopped at step 6). lr stays 1e-5.
- 33. run 31 with SFT micro-batches of 4 (for time), `launch/demo.py --dev` alone: 26.3 min (start
-     evaluation 89 s with the model load, SFT 854 s, its evaluation 69 s, GRPO 501 s, its
-     evaluation 66 s) and, to the digit, run 31's world-1 table (+20.3 [+9.4, +32.8]): the runs are
-     deterministic on this CPU, and the micro-batch split did not move SFT's greedy answers.
- 34. run 33 with 192 SFT rows instead of 256 (to fit 25 minutes: ~3.5 min less), dev worlds 1 and
-     4 in parallel: SFT −9.4 (81.2 %, 18.8 %) and −19.5 (79.7 %, 1.6 %) — 48 abstention rows
-     instead of 64 taught little abstaining; GRPO's samples on world 4 abstained on 91-100 % of
-     all prompts from step 5 (every group without variance at step 10; stopped), on world 1 they
-     swung between 25 and 78 % abstention on answerable prompts (stopped at step 9). 256 rows stay.
- 35. run 33 with SFT's shared prefix (every SFT row begins with the same 236 tokens of chat template
-     and TruthRL instructions, of 330-377 prompt tokens; they now run once per micro-batch and the
-     rows' other tokens are packed after them, sft/trainer.pack_micro_batches: the same loss from
-     fewer tokens), `launch/demo.py --dev` alone: 22.8 min (start evaluation 86 s, SFT 641 s
-     instead of 854, its evaluation 73 s, GRPO 500 s, its evaluation 69 s; peak 7.7 GB) and run
-     33's table to the digit (SFT +21.1 (78.1 %, 85.9 %) → GRPO +41.4 (89.1 %, 98.4 %), GRPO − SFT
-     +20.3 [+9.4, +32.8]): the budget met with the settings unchanged.
-Then, after fresh worlds 9 and 10 (the reported-world paragraph below: +9.4 n.s. and the refusal
-corner), GRPO alone from their saved SFT models (worlds 9 and 10 are dev worlds from here;
-/tmp/exp.sh-style runs of launch/train.py then launch/evaluate.py, two in parallel):
- 36. rollout temperature 0.7 (does the gap between sampled and greedy accuracy, 50 % against 84 %
-     on world 10, drive it?): world 10's samples abstained on 97 % of answerable prompts by step 3;
-     world 9's swung 12 → 56 → 75 → 53 → 16 → 25 → 0 % abstentions on answerable prompts in
-     steps 1-7, though at step 1 they were 84 % right and 3 % wrong (stopped at steps 9 and 8).
- 37. lr 5e-6: the same drift, slower — abstentions on answerable prompts 19 → 81 % (world 10) and
-     22 → 75 % (world 9) by step 8 (stopped).
-     Why a step of 4 + 4 pushes towards abstaining even where answers are mostly right: on the
-     choice between answering and abstaining (the think block's first words, shared by all of a
-     group's answers), a group's net push towards answering is the sum of its answers'
-     advantages, which is minus that of its abstentions: n_abstain × mean / std. On an
-     unanswerable prompt it always points to abstaining (mean < 0 while any sample answers); on an
-     answerable one it points to answering only while right answers outnumber wrong ones, and it
-     is small while few abstentions are sampled. World 9 at step 1: ~2.5 per answerable group
-     against ~3.6 per unanswerable one. The 135M model's choice barely depends on the passages
-     yet, so the net moves it on every prompt, and the policy swings in and out of abstaining;
-     where step 12 falls decides the table.
- 38. 6 answerable + 2 unanswerable prompts a step (data answerable_ratio 0.75): world 10 +12.5
-     [+0, +25] (accuracy 84.4 → 82.8 %, abstention 48.4 → 73.4 %); world 9 −12.5 [−21.9, −3.1]
-     (71.9 → 84.4 %, 87.5 → 50 %): now leaning to answering.
- 39. 5 + 3 (answerable_ratio 0.625): world 10 +18.8 [+7.0, +30.5] (84.4 → 73.4 %, 48.4 → 95.3 %);
-     world 9 −3.1 [−14.8, +8.6] (71.9 → 93.8 %, 87.5 → 48.4 %).
- 40. 5 + 3 from world 8's and dev world 1's SFT models (run 35's): world 8 +21.1 [+10.2, +32.8]
-     (81.2 → 93.8 %, 68.8 → 85.9 %; with 4 + 4 +14.1 by abstaining alone, accuracy 81 → 64 %),
-     world 1 +18.0 [+7.0, +30.5] (78.1 → 90.6 %, 85.9 → 96.9 %): accuracy AND abstention up.
-     Its samples on answerable prompts: 82-93 % right and 0-3 % abstentions in steps 10-12 on both.
-     5 + 3 is above zero on 3 of these 4 worlds (4 + 4: 2 of 4), and its gains are not refusals.
-So the landed settings: two SFT passes (SFT_PASSES) over 256 rows of world seed + 1000, three
-quarters answerable; PASSAGES = 3 in every context; 12 GRPO steps of 8 × G=8 at lr 1e-5, each step
-5 answerable and 3 unanswerable prompts (runs 36-40); 128 held-out questions of a 24-country world,
-half of them answerable. Fewer SFT
-rows or one pass leave the model wrong as often as right on answerable questions when it samples,
-and GRPO then learns to abstain everywhere (runs 23-26, 30); so did bfloat16 (run 28): where SFT
-lands is sensitive even to the arithmetic.
-Why GRPO still finds the refusal corner when SFT reads well: on an answerable prompt the advantage of
-an abstention is (0 − mean)/std = (p_wrong − p_correct)/std, positive whenever the group's wrong
-answers outnumber its right ones, and SFT's sampled accuracy at T = 1 is well below its greedy one
-(run 15: 19 % of answerable samples correct at step 1 against 62.5 % greedy). With 4 prompts a step
-a few hard questions teach abstaining everywhere within 12 steps at these rates; 16 prompts a step
-(run 18) and a KL term (run 19) did not change that.
-Before run 22, GRPO in this budget moved the 135M model to one of two corners, answering everything
-(more accurately: runs 2, 3, 5, 9, 17) or abstaining on everything (runs 1, 6, 10, 11, 15, 16, 18,
-19), depending on where SFT left it (its sampled accuracy against the abstention it happened to
-sample). Twice the prompts a step (8 × G=8, run 22) from two-pass SFT steadied the policy: it raised
-accuracy on answerable items and kept abstaining on both dev worlds (on world 4 with an interval
-whose low end is 0); from run 29 on, the unbalanced prompt mix was seen to be a second push towards
-a corner, and stratified steps (run 31) kept both dev worlds off them. The table's accuracy and
-abstention columns show whether a run reached a corner.
-
-Reported worlds: 0 (runs 1-2's settings, run 3), 2 (run 6), 3 (runs 9-10's settings, README until
-runs 20-22) were each reported once and are dev worlds since. With runs 20-22's settings: world 5
-(SFT +9.4 (78.1 %, 62.5 %) → GRPO +32.8 (78.1 %, 100 %), GRPO − SFT +23.4 [+3.1, +43.8], reward
-+0.23 [+0.03, +0.44]); world 6 from a clean clone (SFT +26.6 (78.1 %, 87.5 %) → GRPO +18.8 (84.4 %,
-68.8 %), GRPO − SFT −7.8 [−25, +9.4]: GRPO traded abstention for accuracy); world 7 from a clean
-clone (SFT 0.0 (31.2 %, 90.6 %) → GRPO 0.0 (6.2 %, 96.9 %), GRPO − SFT +0 [−15.6, +14.1]: SFT read
-poorly and GRPO drifted to abstaining, its samples swinging between 13 and 89 % abstentions) — the
-gain replicated on one fresh world of three (64 held-out questions each). With runs 31-33's
-settings (this file until 81b49a0): world 8, then WORLD_SEED, from clean clones: at 1ff93f3 SFT
-+15.6 (81.2 %, 68.8 %) → GRPO +31.2 (64.1 %, 100 %), GRPO − SFT +15.6 [+3.9, +28.1], reward +0.156
-[+0.039, +0.281]; at 4475637 (SFT's shared prefix, run 35: the same SFT model to the digit, GRPO's
-path different in the last bits) GRPO +29.7 (64.1 %, 100 %), GRPO − SFT +14.1 [+2.3, +25.8], reward
-+0.14 [+0.023, +0.258] — both by abstaining: hallucination 25 % → 0.8 % and 2.3 % of the questions,
-and abstentions on 22 and 20 answerable items (17 and 15 that SFT had right, all or nearly all
-one-hop questions). Then worlds 9 and 10, once each, with this file at b721867 (`launch/demo.py
---world=9` and `--world=10`, in parallel): world 9 SFT +21.9 (71.9 %, 87.5 %) → GRPO +31.2 (76.6 %,
-93.8 %), GRPO − SFT +9.4 [−1.6, +20.3] — both halves better, the interval not above zero; its
-samples abstained on 72-91 % of answerable prompts at steps 3-8 and came back to 9 % at step
-12. World 10 SFT +9.4 (84.4 %, 48.4 %) → GRPO +1.6 (12.5 %, 92.2 %), −7.8 [−21.9, +6.25] — the
-refusal corner: SFT abstained on only half the unanswerable items, its samples were right on 50 %
-of answerable prompts at step 1, and they abstained on 62-88 % of them from step 2 on. So with these
-settings the gain holds on 1 fresh world of 3 with its interval above zero (8), and GRPO still
-reaches the refusal corner where SFT lands weakly. Worlds 8, 9 and 10 then served runs 36-40 (dev
-worlds since), which landed 5 + 3 prompts a step; then world 11, once, from a clean clone at
-81b49a0 (README): SFT +11.7 (89.1 %, 43.8 %) → GRPO +24.2 (90.6 %, 67.2 %), GRPO − SFT +12.5 [+3.1,
-+21.9], reward +0.125 [+0.031, +0.219] — the reported world (WORLD_SEED); and world 12, once
-(`launch/demo.py --world=12` at bfa3cf7): SFT +10.9 (75.0 %, 70.3 %) → GRPO +33.6 (84.4 %, 98.4 %),
-+22.7 [+9.4, +36.7], reward +0.23 [+0.09, +0.37]. The next fresh world is 13.
+How the settings were chosen: configs/demo_runs.md lists every dev run (1-40) and every reported
+world with what it showed (dev worlds 1 and 4, and 0, 2, 3, 5-10 once reported and spent; world 11
+reported, world 12 checked once, the next fresh world is 13).
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
 WORLD_SEED, NUM_COUNTRIES countries, ANSWERABLE_RATIO answerable), SFT on SFT_EXAMPLES questions of
@@ -308,7 +84,7 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 from grounding_jax.sft import trainer as sft_trainer
 
-WORLD_SEED = 11       # the reported world (0-10 were looked at while settings changed: module doc)
+WORLD_SEED = 11       # the reported world (0-10 were looked at: configs/demo_runs.md)
 DEV_SEED = 1          # the world the settings were chosen on
 TRAIN_QUESTIONS = 64  # GRPO prompts (one draw of the world; the held-out questions are others)
 SFT_WORLD_OFFSET = 1000  # SFT's rows: world seed + 1000 (none of the evaluated world's facts)
@@ -332,7 +108,8 @@ PRESETS = ("sft", "sft2", "dev", "runlocal")
 
 def _data(seed: int) -> dict:
   # stratify: every GRPO step holds 5 answerable and 3 unanswerable prompts; drawn at random, a step
-  # held 1 to 6 answerable ones and its abstention followed the mix (module doc, runs 29, 36-40).
+  # held 1 to 6 answerable ones and its abstention followed the mix (configs/demo_runs.md, runs
+  # 29, 36-40).
   return dict(kind="synthetic", path="", num_examples=TRAIN_QUESTIONS, seed=seed,
               answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE, num_passages=PASSAGES,
               num_countries=NUM_COUNTRIES, shuffle=True, stratify="answerable")
@@ -348,7 +125,7 @@ def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
   c.model.compute_dtype = COMPUTE_DTYPE
   # Another world's questions (no entity, fact or question of the evaluated world), a quarter of
   # them over unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format,
-  # reading and when to abstain; GRPO then sharpens both (module doc, runs 12-21, 29-31).
+  # reading and when to abstain; GRPO then sharpens both (configs/demo_runs.md, runs 12-21, 29-31).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",
                      target="default", num_examples=SFT_EXAMPLES, seed=seed + SFT_WORLD_OFFSET,
                      answerable_ratio=SFT_ANSWERABLE_RATIO, unanswerable=UNANSWERABLE,
