@@ -21,7 +21,7 @@ evaluation 41 s, GRPO 527 s for 12 steps of 64 completions, 38-49 s a step, GRPO
 issue's 25 minutes since SFT runs the 236 tokens every row's prompt begins with once per
 micro-batch (run 35; before, 26.3-26.6 min, SFT 854-856 s) and evaluation prefills them once a
 batch (81b49a0; before, 65-87 s an evaluation). The real-data stage (--real_data) is extra: see
-README.
+docs/results.md.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft`, `sft2` — the SFT warm-up's
@@ -36,7 +36,8 @@ passages on answerable questions and abstain on unanswerable ones. On the synthe
 are invented names, so exact match is a faithful verifier here (the paper's collapse under string
 matching, Table 5, comes from judging free-form real answers; the warning is still logged). GRACE's
 gated reward needs `<evidence>` quotes scored by ROUGE plus `<answer>` tags: more tokens per
-completion on a CPU, and its learning check (README) showed no GRPO gain over SFT in 8 steps.
+completion on a CPU, and its learning check (docs/results.md) showed no GRPO gain over SFT in 8
+steps.
 
 Why unrelated passages in the unanswerable contexts (data.unanswerable="unrelated"). The world's
 default unanswerable context ("mentions") keeps passages that name the question's subject, bridge
@@ -62,7 +63,7 @@ SFT on the evaluated world's own training draw (runs 1-11: 32-64 rows, answerabl
 kinds) taught the format but no abstention, or an abstention bias that varied from world to world
 (9 %, 78 %, 97 %), and GRPO then went to one corner or the other.
 
-How the settings were chosen: configs/demo_runs.md lists every dev run (1-40) and every reported
+How the settings were chosen: docs/demo_runs.md lists every dev run (1-40) and every reported
 world with what it showed (dev worlds 1 and 4, and 0, 2, 3, 5-10 once reported and spent; world 11
 reported, world 12 checked once, the next fresh world is 13).
 
@@ -84,7 +85,7 @@ from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 from grounding_jax.sft import trainer as sft_trainer
 
-WORLD_SEED = 11       # the reported world (0-10 were looked at: configs/demo_runs.md)
+WORLD_SEED = 11       # the reported world (0-10 were looked at: docs/demo_runs.md)
 DEV_SEED = 1          # the world the settings were chosen on
 TRAIN_QUESTIONS = 64  # GRPO prompts (one draw of the world; the held-out questions are others)
 SFT_WORLD_OFFSET = 1000  # SFT's rows: world seed + 1000 (none of the evaluated world's facts)
@@ -108,7 +109,7 @@ PRESETS = ("sft", "sft2", "dev", "runlocal")
 
 def _data(seed: int) -> dict:
   # stratify: every GRPO step holds 5 answerable and 3 unanswerable prompts; drawn at random, a step
-  # held 1 to 6 answerable ones and its abstention followed the mix (configs/demo_runs.md, runs
+  # held 1 to 6 answerable ones and its abstention followed the mix (docs/demo_runs.md, runs
   # 29, 36-40).
   return dict(kind="synthetic", path="", num_examples=TRAIN_QUESTIONS, seed=seed,
               answerable_ratio=ANSWERABLE_RATIO, unanswerable=UNANSWERABLE, num_passages=PASSAGES,
@@ -125,7 +126,7 @@ def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
   c.model.compute_dtype = COMPUTE_DTYPE
   # Another world's questions (no entity, fact or question of the evaluated world), a quarter of
   # them over unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format,
-  # reading and when to abstain; GRPO then sharpens both (configs/demo_runs.md, runs 12-21, 29-31).
+  # reading and when to abstain; GRPO then sharpens both (docs/demo_runs.md, runs 12-21, 29-31).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",
                      target="default", num_examples=SFT_EXAMPLES, seed=seed + SFT_WORLD_OFFSET,
                      answerable_ratio=SFT_ANSWERABLE_RATIO, unanswerable=UNANSWERABLE,

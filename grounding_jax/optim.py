@@ -2,9 +2,10 @@
 
 Schedules count training steps, as the papers do (`schedule_unit="step"`): a GRPO step runs
 `updates_per_step` optimizer updates (μ passes × mini-batches; GRACE: 4), and every update of a step
-uses that step's learning rate, as VeRL steps its scheduler once per training step (GRACE note 000
-§5.2: 50 warm-up steps of 400). `schedule_unit="update"` counts optimizer updates instead (warm-up
-and decay advance on every update). The SFT trainer runs one update per step, where the two agree.
+uses that step's learning rate, as VeRL steps its scheduler once per training step (GRACE,
+arXiv:2601.04525 App. B.1, Table 2: 50 warm-up steps of 400). `schedule_unit="update"` counts
+optimizer updates instead (warm-up and decay advance on every update). The SFT trainer runs one
+update per step, where the two agree.
 """
 
 from __future__ import annotations

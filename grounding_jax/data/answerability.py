@@ -1,15 +1,15 @@
 """Answerability labels (Ground-GRPO) and out-of-knowledge labels (TruthRL).
 
-Ground-GRPO (note 001 §4, Trust-Align): each document carries `answers_found`, a 0/1 vector over the
-gold answers (TRUE-NLI support); a question is answerable iff any entry of the union over the shown
-documents is 1.
+Ground-GRPO (arXiv:2506.15522 §3, on Trust-Align's data): each document carries `answers_found`, a
+0/1 vector over the gold answers (TRUE-NLI support); a question is answerable iff any entry of the
+union over the shown documents is 1.
 
-TruthRL (note 004 §5.3): "For each training question, we sample 256 responses, and the question is
-marked as OOK if none of the responses is correct." The probe itself samples the policy
+TruthRL (arXiv:2509.25760 §3.1): "For each training question, we sample 256 responses, and the
+question is marked as OOK if none of the responses is correct." The probe itself samples the policy
 (grounding_jax.eval.probing); `relabel_unknown` writes its result: OOK questions are relabelled
-"I don't know" for the SFT / knowledge-enhanced baselines; the default ternary TruthRL reward does not
-use the labels. Labels are model-specific: probe each backbone in the retrieval condition it will be
-trained in.
+"I don't know" for the SFT / knowledge-enhanced baselines; the default ternary TruthRL reward does
+not use the labels. Labels are model-specific: probe each backbone in the retrieval condition it
+will be trained in.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Knowledge-boundary probing (TruthRL note 004 §5.3): sample a policy many times per question.
+"""Knowledge-boundary probing (TruthRL arXiv:2509.25760 §3.1): sample a policy many times a question.
 
 "For each training question, we sample 256 responses, and the question is marked as OOK if none of the
 responses is correct." `probe_knowledge` counts the correct samples; `data.answerability.relabel_unknown`
@@ -51,7 +51,7 @@ def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
     examples: questions with gold `answers` (and the passages the policy will see).
     num_samples: answers per question (TruthRL: 256).
     max_new_tokens, temperature, top_p: sampling settings (TruthRL v2: temperature 0.6, top-p 0.9;
-      note 004 §4.2).
+      the probing setup of arXiv:2509.25760v2).
     prompt_batch_size, samples_per_call: questions and samples per `generate_fn` call; bounds memory.
     seed: base seed; each call gets a stable seed of (seed, first question index, sample offset).
     prompt_fn: Example -> rendered prompt; default TruthRL's prompt through the tokenizer's template.

@@ -6,7 +6,7 @@
     decoder, the final-norm hidden state of the last token, L2-normalised. Queries carry the model's
     instruction prompt ("Instruct: …\\nQuery:", from config_sentence_transformers.json); documents
     none. This is the model card's recipe; the GRACE authors' vLLM calls sent queries without the
-    prompt (note 000 §4.4) — pass query_prompt="" for that.
+    prompt (their code for arXiv:2601.04525) — pass query_prompt="" for that.
 
 Every embedder has `encode(documents)` and `encode_queries(queries)`, each -> float32 [N, dim] unit rows.
 

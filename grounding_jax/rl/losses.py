@@ -32,8 +32,8 @@ class PolicyLossConfig:
     clip_eps_high: ε_high, ratio ceiling 1 + ε_high (DAPO clip-higher 0.28; GRACE Table 2).
     dual_clip: c of dual-clip PPO: for A < 0 the per-token loss is capped at −c·A (GRACE 10.0); None = off.
     kl_coef: β. 0 disables the KL term (and the trainer skips the reference forward).
-    kl_estimator: "k1" = log π − log π_ref; "k2" = ½(log π − log π_ref)² (ARENA §3.7);
-      "k3" = π_ref/π − log(π_ref/π) − 1 (DeepSeekMath GRPO, TRL default).
+    kl_estimator: "k1" = log π − log π_ref; "k2" = ½(log π − log π_ref)² (ARENA arXiv:2505.13258
+      §3.2); "k3" = π_ref/π − log(π_ref/π) − 1 (DeepSeekMath GRPO, TRL default).
     kl_clamp: clamp the per-token KL to [−kl_clamp, kl_clamp] (VeRL low_var_kl uses 10); None = off.
     entropy_coef: coefficient of an entropy *bonus* (loss −= coef · entropy); 0 = metric only.
     aggregation: "token_mean" = Σ tokens / Σ mask over the batch (DAPO, TRL bnpo);
@@ -41,7 +41,8 @@ class PolicyLossConfig:
       "seq_sum_constant" = Σ tokens / (num sequences · max_completion_length) (Dr.GRPO);
       "micro_token_mean" = the mean over consecutive groups of `micro_batch_rows` rows of each group's
       Σ tokens / Σ mask (TRL ≤ 0.18: a device's micro-batch is its own token mean, and DDP and
-      gradient accumulation average them; ARENA, 4 completions per device, note 002 §3.6).
+      gradient accumulation average them; ARENA, 4 completions per device: arXiv:2505.13258
+      App. E and its TRL code).
     max_completion_length: the constant normaliser of "seq_sum_constant".
     micro_batch_rows: the rows of one normalisation group of "micro_token_mean".
   """

@@ -60,8 +60,8 @@ class UpdateSettings:
 def logprob_temperature(c) -> float:
   """T of the update's log-probs: the sampler's (loss.logprob_temperature="sampling", the exact
   ratio π_θ/π_old of the sampled distribution) or a number (ARENA's authors: 1.0, raw logits, while
-  sampling at 0.9; note 002 §3.6 / §9 item 3). Raises ValueError on a bad value, or when the old
-  log-probs would come from the sampler at another temperature."""
+  sampling at 0.9; their TRL 0.16 code for arXiv:2505.13258, App. E). Raises ValueError on a bad
+  value, or when the old log-probs would come from the sampler at another temperature."""
   value = c.loss.logprob_temperature
   if value == "sampling":
     return float(c.rollout.temperature)

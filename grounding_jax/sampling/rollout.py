@@ -116,8 +116,9 @@ def drop_overlong(examples: Sequence[Any], prompt_fn: Callable[[Any], str], toke
                   max_prompt_tokens: int) -> tuple[list, list[int]]:
   """(the examples whose rendered prompt fits in `max_prompt_tokens` tokens, the indices of the
   others). TruthRL's VeRL run filters such prompts out of the dataset instead of truncating them
-  (note 004 §4.2: filter_overlong_prompts=True); dropping them before the stream draws keeps every
-  step's prompt count, so group shapes stay static. Prompts are counted as the sampler tokenises them."""
+  (the authors' VeRL config for arXiv:2509.25760: filter_overlong_prompts=True); dropping them
+  before the stream draws keeps every step's prompt count, so group shapes stay static. Prompts are
+  counted as the sampler tokenises them."""
   if max_prompt_tokens <= 0:
     raise ValueError(f"max_prompt_tokens={max_prompt_tokens}: dropping overlong prompts needs a "
                      "limit > 0")

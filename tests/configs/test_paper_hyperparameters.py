@@ -5,9 +5,9 @@ fixtures/paper_hyperparameter_tables.md). Every row of those tables is classifie
 note's own row name:
   Paper(value, read)  the paper (or the authors' code / framework defaults the note cites) states
                       `value`; `read(cfg)` reads ours from the recipe's full config (not :runlocal).
-                      If they differ, docs/deviations.md must list (recipe, row name) under
-                      Deviations; if they agree, it must not (a stale deviation fails).
-  Open(value, read)   the paper leaves it open: docs/deviations.md must list it under Decisions, and
+                      If they differ, the recipe's page docs/recipes/<recipe>.md must list the row
+                      name under Deviations; if they agree, it must not (a stale deviation fails).
+  Open(value, read)   the paper leaves it open: the recipe's page must list it under Decisions, and
                       ours must be the note's recommendation `value` (None when it makes none).
   NotAConfig(reason)  not a setting of a config (hardware, software, model choice, baselines).
 """
@@ -30,7 +30,7 @@ from grounding_jax.rl import setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "paper_hyperparameter_tables.md"
-DEVIATIONS = ROOT / "docs" / "deviations.md"
+PAGES = ROOT / "docs" / "recipes"  # one page per recipe: <recipe>.md, its Deviations and Decisions
 NOTES = {"grace": "000_grace.md", "trust": "001_lessons_grounded_rlvr.md", "arena": "002_arena.md",
          "lear": "003_lear.md", "truthrl": "004_truthrl.md"}
 
@@ -285,16 +285,19 @@ def _tables(text):
 
 
 def _doc_rows(section):
-  """{(recipe, setting): cells} of a table in docs/deviations.md under `## <section>`."""
-  text = DEVIATIONS.read_text()
-  body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+  """{(recipe, setting): cells} of the tables under `## <section>` in the recipes' pages."""
   rows = {}
-  for line in body.splitlines():
-    cells = [x.strip() for x in line.strip().strip("|").split("|")]
-    if line.startswith("|") and cells[0] in NOTES:
-      assert (cells[0], cells[1]) not in rows, f"{section}: {cells[:2]} listed twice"
-      assert all(cells), f"{section}: row {cells[:2]} has an empty cell"
-      rows[(cells[0], cells[1])] = cells
+  for recipe in NOTES:
+    text = (PAGES / f"{recipe}.md").read_text()
+    if f"## {section}\n" not in text:
+      continue
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in body.splitlines() if line.startswith("|")]
+    for line in table[2:]:  # after the header row and its |---| rule
+      cells = [x.strip() for x in line.strip().strip("|").split("|")]
+      assert (recipe, cells[0]) not in rows, f"{recipe}.md {section}: {cells[0]!r} listed twice"
+      assert all(cells), f"{recipe}.md {section}: row {cells[0]!r} has an empty cell"
+      rows[(recipe, cells[0])] = cells
   return rows
 
 
@@ -336,7 +339,7 @@ def test_paper_value_is_the_config_default_or_a_documented_deviation(recipe, nam
   if isinstance(row, Open):
     assert (recipe, name) in decisions, (
         f"{recipe} {name!r}: the paper leaves it open; document our choice under Decisions in "
-        f"{DEVIATIONS.relative_to(ROOT)}")
+        f"{(PAGES / f'{recipe}.md').relative_to(ROOT)}")
     if row.value is not None:
       assert _same(row.read(c), row.value), f"{recipe} {name!r}: not the note's default {row.value!r}"
     return
@@ -347,9 +350,11 @@ def test_paper_value_is_the_config_default_or_a_documented_deviation(recipe, nam
   else:
     assert (recipe, name) in deviations, (
         f"{recipe} {name!r}: the paper's {row.value!r} is not the config's {ours!r}; follow the "
-        f"paper or add a Deviations row to {DEVIATIONS.relative_to(ROOT)} saying why")
+        f"paper or add a Deviations row to {(PAGES / f'{recipe}.md').relative_to(ROOT)} saying why")
 
 
-def test_deviations_doc_rows_name_recipes_and_readme_links_it():
+def test_recipe_pages_hold_deviations_and_decisions_and_readme_links_them():
   assert _doc_rows("Deviations") and _doc_rows("Decisions")
-  assert re.search(r"\]\(docs/deviations\.md\)", (ROOT / "README.md").read_text())
+  readme = (ROOT / "README.md").read_text()
+  for recipe in NOTES:
+    assert re.search(rf"\]\(docs/recipes/{recipe}\.md\)", readme), f"README: link {recipe}.md"

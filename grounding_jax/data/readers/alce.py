@@ -8,10 +8,11 @@ them):
   - Trust-Score calibrated files (`*_eval_top100_calibrated.json`) and Trust-Align samples, whose docs
     carry `answers_found`: one 0/1 flag per gold answer, set where TRUE NLI found the doc supports it.
 
-Answerability follows Trust-Align (note 001 §4 step 3, §9 A12): a question is answerable iff some
-shown doc has an `answers_found` entry of 1; those docs are the gold passages. Without
-`answers_found` anywhere, `answerable` is None. The per-answer alias groups go to
-meta["answer_groups"] (EM-recall counts groups, not aliases), and `answers` is their flattened union.
+Answerability follows Trust-Align's labels, which Ground-GRPO trains on (arXiv:2506.15522 §3): a
+question is answerable iff some shown doc has an `answers_found` entry of 1; those docs are the gold
+passages. Without `answers_found` anywhere, `answerable` is None. The per-answer alias groups go to
+meta["answer_groups"] (EM-recall counts groups, not aliases), and `answers` is their flattened
+union.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 Each record has `query`, `query_time`, `answer`, `alternative_answers` (older files: `alt_ans`) and
 `search_results`: up to 5 (Task 1&2) or 50 web pages with `page_name`, `page_url`, `page_snippet`,
-`page_result` (the full HTML) and `page_last_modified`. TruthRL does not say how pages were cleaned or
-chunked (note 004 §9.4); we offer the search snippet as one passage per page (`pages="snippet"`) or
-the page's visible text, extracted with the standard-library HTML parser and cut into overlapping
-windows (`pages="html"`). CRAG has no answerability label, so `answerable` is None; the query time,
-domain and question type go to meta (TruthRL's prompt shows the query time).
+`page_result` (the full HTML) and `page_last_modified`. TruthRL does not say how pages were cleaned
+or chunked (arXiv:2509.25760 App. A); we offer the search snippet as one passage per page
+(`pages="snippet"`) or the page's visible text, extracted with the standard-library HTML parser and
+cut into overlapping windows (`pages="html"`). CRAG has no answerability label, so `answerable` is
+None; the query time, domain and question type go to meta (TruthRL's prompt shows the query time).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Open-domain QA with retrieved passages: DPR retrieval-result json and Lost-in-the-Middle jsonl.
 
-DPR's `dense_retriever.py` writes a JSON array of `{question, answers, ctxs: [{id, title, text, score,
-has_answer}]}` for NQ and TriviaQA (LEAR trains on these, top-5, note 003 §8). The Lost-in-the-Middle
-NQ-open files are JSONL of `{question, answers, ctxs: [{title, text, hasanswer, isgold}],
-nq_annotated_gold}`. `has_answer`/`hasanswer` (the answer string occurs in the passage) marks the gold
-passages, and `answerable` is whether any shown passage has it; `isgold` ids go to meta.
+DPR's `dense_retriever.py` writes a JSON array of `{question, answers, ctxs: [{id, title, text,
+score, has_answer}]}` for NQ and TriviaQA (LEAR trains on these, top-5, arXiv:2507.15586 §4.1). The
+Lost-in-the-Middle NQ-open files are JSONL of `{question, answers, ctxs: [{title, text, hasanswer,
+isgold}], nq_annotated_gold}`. `has_answer`/`hasanswer` (the answer string occurs in the passage)
+marks the gold passages, and `answerable` is whether any shown passage has it; `isgold` ids go to
+meta.
 """
 
 from __future__ import annotations

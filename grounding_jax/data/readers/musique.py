@@ -2,9 +2,10 @@
 
 Each record has 20 `paragraphs` ({idx, title, paragraph_text, is_supporting}), the `answer` and its
 `answer_aliases`, and `answerable` (always true in MuSiQue-Ans; MuSiQue-Full pairs each question
-with an unanswerable twin). Paragraphs become passages in file order; the `is_supporting` ones are the
-gold ids (1-indexed) and, since MuSiQue has no sentence-level annotation, their texts are the
-`evidence` (ARENA treats a MuSiQue supporting fact as the whole paragraph, note 002 §4.3).
+with an unanswerable twin). Paragraphs become passages in file order; the `is_supporting` ones are
+the gold ids (1-indexed) and, since MuSiQue has no sentence-level annotation, their texts are the
+`evidence` (ARENA's data code treats a MuSiQue supporting fact as the whole paragraph;
+arXiv:2505.13258 App. B).
 """
 
 from __future__ import annotations

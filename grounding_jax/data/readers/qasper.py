@@ -1,11 +1,12 @@
 """QASPER reader (official `qasper-{train,dev,test}-v0.3.json`: a JSON object keyed by paper id).
 
-Following GRACE (note 000 §2.4, §4.4): each paper's full text — title, abstract, then each section as
-`section_name\\nparagraphs` — joined by blank lines and cut into 512-token windows with a 64-token
-overlap; every question of the paper gets all of its chunks as passages (retrieval picks top-k later).
-A chunk is gold when an evidence paragraph is a substring of it or vice versa, or (QASPER only) when
-the lower-cased word sets overlap with recall or precision ≥ 0.5 (GRACE `_convert_evidence_to_chunk_ids`;
-the chunker and the gold test are shared with `construct.py`).
+Following GRACE (arXiv:2601.04525 §4.1, and its authors' chunker config): each paper's full text —
+title, abstract, then each section as `section_name\\nparagraphs` — joined by blank lines and cut
+into 512-token windows with a 64-token overlap; every question of the paper gets all of its chunks
+as passages (retrieval picks top-k later). A chunk is gold when an evidence paragraph is a substring
+of it or vice versa, or (QASPER only) when the lower-cased word sets overlap with recall or
+precision ≥ 0.5 (GRACE `_convert_evidence_to_chunk_ids`; the chunker and the gold test are shared
+with `construct.py`).
 
 Answers follow the QASPER evaluator: "Yes"/"No" for boolean, the extractive spans joined by ", ", or
 the free-form answer. A question is unanswerable if any annotator said so (GRACE §4.4), and then has
