@@ -1,4 +1,4 @@
-r"""LEAR (seed 003): extract rational evidence; answers from three hard-masked contexts; std-floored GRPO.
+r"""LEAR (arXiv:2507.15586): extract rational evidence; answers from three hard-masked contexts; std-floored GRPO.
 
   python launch/build_data.py --recipe=lear --source=dpr --train_input=nq-train-dpr-top5.json \
       --eval_input=nq-dev-dpr-top5.json --eval_limit=500 --reader_kwargs=n_ctx=5 --output_dir=/data/lear_nq
@@ -20,11 +20,11 @@ recipe's rollout: grounding_jax/recipes/lear_rollout.py, options in config.rollo
 ỹ = {r, e, o_f} is trained on (Eq. 12).
 Reward (Eqs. 5–9): 0.8 · mean F1(o_r, o_e, o_f) + 0.1 · length + 0.1 · format, ω = 0.9.
 
-Paper (note 003 §12): Qwen2.5-{1.5B,7B}-Instruct, full-parameter, 1 epoch of NQ train (79.1k) with
-DPR top-5 passages, lr 1e-6, PPO ε = 0.2, β = 1e-2, advantages (R − mean) / max(pop. std, 0.1)
-(Eq. 11). Not reported, so [DECISION] per the note: G = 8, temperature / top-p 1.0, 768 new tokens
-for r + e, 64 per answer pass, prompts ≤ 1536 tokens, AdamW with no weight decay, constant lr after a
-short warm-up, k3 KL, GRPO's per-sequence token mean, τ = γ = 0.5 (tuned in the paper over
+Paper (arXiv:2507.15586 §4.1): Qwen2.5-{1.5B,7B}-Instruct, full-parameter, 1 epoch of NQ train
+(79.1k) with DPR top-5 passages, lr 1e-6, PPO ε = 0.2, β = 1e-2, advantages (R − mean) /
+max(pop. std, 0.1) (Eq. 11). Not reported, so our choices (docs/recipes/lear.md, Decisions): G = 8,
+temperature / top-p 1.0, 768 new tokens for r + e, 64 per answer pass, prompts ≤ 1536 tokens, AdamW
+with no weight decay, constant lr after a short warm-up, k3 KL, GRPO's per-sequence token mean, τ = γ = 0.5 (tuned in the paper over
 {.1,.2,.5,1} / {.1,.3,.5,.8,1}; final values unreported — get_sweep below is that grid, 20 runs:
 `python launch/sweep.py --config=configs/lear.py --config.model.path=... --workdir_root=...`).
 64 prompts × 8 per step ≈ 1,237 steps for one epoch.
@@ -42,9 +42,10 @@ from grounding_jax.sft import trainer as sft_trainer
 
 
 def reader_config(arg: str = "reader") -> ml_collections.ConfigDict:
-  """LEAR's downstream QA reader (note 003 §12): "we employ LoRA to fine-tune Qwen2.5-1.5B-Instruct
-  and Qwen2.5-7B-Instruct to predict the golden answer a based on the query and retrieved passages
-  (q, P) … where LoRA rank is set as 8"; at test time it reads (q, e), the extract (Table 7 prompt).
+  """LEAR's downstream QA reader (arXiv:2507.15586 §4.1): "we employ LoRA to fine-tune
+  Qwen2.5-1.5B-Instruct and Qwen2.5-7B-Instruct to predict the golden answer a based on the query
+  and retrieved passages (q, P) … where LoRA rank is set as 8"; at test time it reads (q, e), the
+  extract (Table 7 prompt).
 
     python launch/sft.py --config=configs/lear.py:reader --config.model.path=/ckpt/Qwen2.5-7B-Instruct \
         --config.data.path=/data/lear_nq/train.jsonl --workdir=/runs/lear_reader
@@ -54,10 +55,10 @@ def reader_config(arg: str = "reader") -> ml_collections.ConfigDict:
     python launch/sft.py --config=configs/lear.py:reader_runlocal --workdir=/tmp/gj_lear_reader  # CPU
 
   Rows: recipe "lear", template "reader" (Table 7 over the example's passages) → the gold answer
-  (gold_completion style "reader"). The rank is the paper's; everything else is unreported (§13
-  item 13) and ours [DECISION]: adapters on every projection (PEFT's "all-linear"), alpha 16
-  (2 · r), no dropout, lr 1e-4 (a usual LoRA rate, ~10x full fine-tuning's), cosine with 3 %
-  warm-up, 1 epoch, 16 rows a step. reader_runlocal: SmolLM2-135M on 32 synthetic questions, 8
+  (gold_completion style "reader"). The rank is the paper's; everything else is unreported and
+  ours (docs/recipes/lear.md, Decisions): adapters on every projection (PEFT's "all-linear"),
+  alpha 16 (2 · r), no dropout, lr 1e-4 (a usual LoRA rate, ~10x full fine-tuning's), cosine with
+  3 % warm-up, 1 epoch, 16 rows a step. reader_runlocal: SmolLM2-135M on 32 synthetic questions, 8
   steps of 4 rows.
   """
   c = sft_trainer.default_config()
@@ -92,13 +93,14 @@ def get_config(arg=None):
   c.model.remat = True
   c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=768, temperature=1.0,
                         top_p=1.0, top_k=0, max_prompt_tokens=1536))   # stops at "</extract>" (recipe)
-  # The answer passes (note §4 [DECISION] defaults; recipes.lear_rollout.LearOptions). o_r / o_e use the
-  # rollout's sampling unless masked_temperature is set (0 = greedy).
+  # The answer passes (our defaults where Eq. 4 leaves the masked contexts' layout open; the
+  # rollout's LearOptions). o_r / o_e use the rollout's sampling unless masked_temperature is set
+  # (0 = greedy).
   c.rollout.options = ml_collections.ConfigDict(dict(
       answer_max_new_tokens=64, answer_prefix="<answer>", answer_stop=lear.ANSWER_STOP,
       keep_empty_tags=True, evidence_context_instruction=True,
       masked_temperature=ml_collections.FieldReference(None, field_type=float)))
-  # Lengths in Eqs. 6-7 are the policy's tokenizer tokens (note 003 §5.2, §13 item 2); the trainer
+  # Lengths in Eqs. 6-7 are the policy's tokenizer tokens (§3.2 leaves the unit open); the trainer
   # resolves "policy" to config.model.path, and the reward loads it in the reward workers.
   c.reward.functions = [presets.reward_fn("lear", tau=0.5, gamma=0.5, omega=0.9,
                                           weights=(0.8, 0.1, 0.1), tokenizer="policy")]
@@ -112,9 +114,9 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("lear", num_steps=1237, recipe="lear")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 100
-  # "We select the best-performing model on the dev set" (note 003 §12; metric and frequency
-  # unreported, §18 [DECISION]: F1 of the policy's own answer from its extract, o_e, every 100 steps on
-  # 500 NQ dev questions); greedy, 768 new tokens. Table 4's reader: evaluate.py --reader=FOLDER.
+  # "We select the best-performing model on the dev set" (arXiv:2507.15586 §4.1; metric and
+  # frequency unreported, ours: F1 of the policy's own answer from its extract, o_e, every 100 steps
+  # on 500 NQ dev questions); greedy, 768 new tokens. Table 4's reader: evaluate.py --reader=FOLDER.
   c.evals.update(dict(every_steps=100, num_examples=500))
   c.evals.data.update(dict(kind="jsonl", path=""))   # e.g. /data/lear_nq/eval.jsonl
   c.checkpoint.update(dict(best_metric="eval/f1", best_mode="max"))
@@ -127,7 +129,7 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-  """launch/sweep.py's runs: the paper's grid, τ ∈ {.1,.2,.5,1} × γ ∈ {.1,.3,.5,.8,1} (note 003 §5.2)."""
+  """launch/sweep.py's runs: the paper's grid, τ ∈ {.1,.2,.5,1} × γ ∈ {.1,.3,.5,.8,1} (§3.2)."""
   del arg
   return {"reward.functions[0].options.tau": [0.1, 0.2, 0.5, 1.0],
           "reward.functions[0].options.gamma": [0.1, 0.3, 0.5, 0.8, 1.0]}

@@ -23,18 +23,20 @@ Presets and what they cost:
            peak memory; the loss went 1.75 → 0.02, and greedy answers to 4 unseen questions were all
            in the format (`<think>…</think>\n\boxed{…}`), their content not yet right (1 of 4 correct
            abstentions, 0 of 2 answers).
-  grace    GRACE's SFT baseline (note 000 §8, App. B.3): `<evidence>…</evidence><answer>…</answer>` or
+  grace    GRACE's SFT baseline (arXiv:2601.04525 App. B.3):
+           `<evidence>…</evidence><answer>…</answer>` or
            `<llm> The question is unanswerable </llm><answer> Unanswerable </answer>` on GRACE's
            prompt. The paper trains with LLaMA-Factory and gives no hyper-parameters, so ours
-           (Trust-Align's: 2 epochs, lr 2e-5 cosine, 10 % warm-up) [DECISION]; no thinking (its
+           (Trust-Align's: 2 epochs, lr 2e-5 cosine, 10 % warm-up: our choice); no thinking (its
            targets have no chain of thought). Cost, estimated by 6·N·tokens at 40 % of an A100's
            bf16 peak, not measured: ~2,000 rows × 2 epochs of ≤ 5.6k tokens on a 4B model ≈ 1 A100-hour.
-  truthrl  TruthRL's SFT baseline (note 004 §4.2, §8): lr 5e-6, 16 rows a step, cosine, 3 % warm-up,
-           1 epoch; `<think>…</think>\n\boxed{gold}` (note §9 item 15), `\boxed{I don't know}` on
-           out-of-knowledge rows (meta["ook"]: R-Tuning) and unanswerable contexts; prompts cut to
-           14,336 tokens, targets to 2,048 (the paper's 16k context). Cost (estimated as above):
+  truthrl  TruthRL's SFT baseline (arXiv:2509.25760 App. A): lr 5e-6, 16 rows a step, cosine, 3 %
+           warm-up, 1 epoch; `<think>…</think>\n\boxed{gold}` (our reading of the paper's
+           "ground-truth response"), `\boxed{I don't know}` on out-of-knowledge rows (meta["ook"]:
+           R-Tuning) and unanswerable contexts; prompts cut to 14,336 tokens, targets to 2,048 (the
+           paper's 16k context). Cost (estimated as above):
            ~1.5 A100-hours per 1,000 rows of 14k tokens on an 8B model.
-  arena    ARENA's SFT-direct (note 002 §8, Appendix D + code): question + retrieved paragraphs →
+  arena    ARENA's SFT-direct (arXiv:2505.13258 App. D + code): question + retrieved paragraphs →
            the short answer; lr 1e-5, 32 rows a step (4 per device × 8 accumulation; the GPU count of
            the SFT runs is not stated), linear decay after 10 % warm-up (TRL's default), grad-norm
            clip 0.3, 1 epoch. The authors' TRL run puts the loss on the whole chat sequence; ours on
@@ -45,10 +47,10 @@ Presets and what they cost:
            targets) took 140 s wall — step 1 35 s with compilation, then 7.5-16 s a step — and 4.2 GB
            peak memory; the loss went 3.15 → 0.48.
 
-The default (no preset) follows the Trust-Align SFT recipe (note 001 [EXT-TA]: 2 epochs, lr 2e-5,
-cosine, 10 % warm-up), with AdamW and global-norm clipping at 1.0; its batch (2 GPUs × 2 × 18
-accumulation = 72 sequences) is set here to 8 sequences per update — raise config.batch_size on
-accelerators.
+The default (no preset) follows the Trust-Align SFT recipe (declare-lab/trust-align, which
+arXiv:2506.15522 §4.4 distils from: 2 epochs, lr 2e-5, cosine, 10 % warm-up), with AdamW and
+global-norm clipping at 1.0; its batch (2 GPUs × 2 × 18 accumulation = 72 sequences) is set here to
+8 sequences per update — raise config.batch_size on accelerators.
 
 `data.kind` says where rows come from (grounding_jax/sft/data.py): "jsonl" (`data.path`, rows
 {prompt | messages, target}; a row's "prompt" is used as rendered text unless
@@ -98,7 +100,7 @@ def get_config(arg=None):
     c.checkpoint.every_steps = 8
   elif arg == "grace":
     _recipe_data(c, "grace")
-    c.data.enable_thinking = False    # GRACE's SFT targets carry no chain of thought (note 000 §8)
+    c.data.enable_thinking = False    # GRACE's SFT targets carry no chain of thought (App. B.3)
     c.data.max_prompt_tokens = 5120   # GRACE's prompt budget (configs/grace.py)
     c.data.max_completion_tokens = 512
     c.model.compute_dtype = "bfloat16"

@@ -1,4 +1,4 @@
-r"""Ground-GRPO (seed 001, "Lessons from Training Grounded LLMs"): two stages, NLI-cited answers, refusals.
+r"""Ground-GRPO (arXiv:2506.15522, "Lessons from Training Grounded LLMs"): two stages, NLI-cited answers, refusals.
 
   python launch/build_data.py --recipe=trust --source=asqa --train_input=trust_asqa_train.json \
       --output_dir=/data/trust_stage1          # stage 1: answerable only; stage 2: the mixed set
@@ -15,17 +15,18 @@ r"""Ground-GRPO (seed 001, "Lessons from Training Grounded LLMs"): two stages, N
   python launch/evaluate.py --config=configs/trust.py --config.evals.judges.nli=/ckpt/t5_xxl_true_nli_mixture \
       --model=/ckpt/Qwen3-8B --model=/runs/trust --data=/data/trust_eval/test.jsonl --output_dir=/runs/trust/eval
 
-Paper (note 001 §5): TRL GRPO, G = 8, lr 1e-5 cosine with 10% warm-up, 4 epochs per stage, global
-batch 384 completions (48 prompts × 8); stage 1 ≈ 25 steps on 300 answerable items, stage 2 ≈ 250 steps
-on 3,000 mixed items, continuing from stage 1 with a fresh schedule (note [INF]). TRL ≤ 0.18 defaults
-where the paper is silent: β = 0.04 with k3, ε = 0.2, μ = 1, (r − mean)/(std + 1e-4), token-mean.
-The citation reward needs an NLI model folder (`nli=`; the TRUE T5 model in the paper).
+Paper (arXiv:2506.15522 §3, §3.1): TRL GRPO, G = 8, lr 1e-5 cosine with 10% warm-up, 4 epochs per
+stage, global batch 384 completions (48 prompts × 8); stage 1 ≈ 25 steps on 300 answerable items,
+stage 2 ≈ 250 steps on 3,000 mixed items, continuing from stage 1 with a fresh schedule (our reading:
+the paper does not say). TRL ≤ 0.18 defaults where the paper is silent: β = 0.04 with k3, ε = 0.2,
+μ = 1, (r − mean)/(std + 1e-4), token-mean. The citation reward needs an NLI model folder (`nli=`; the TRUE T5 model in the paper).
 
-`:instruct` is the paper's Instruct variant of the hybrid Qwen3 checkpoints (note 001 §2.3, §9 A4,
-A23): thinking off, so Qwen3's chat template ends the prompt with an empty `<think>\n\n</think>\n\n`
-block, and both stages' rewards read the tags on that forced prefix + the completion; same rewards
-and prompt otherwise. For Llama-3.1-8B-Instruct (no think block in its template) keep the default
-config. `:reasoning` is the default (thinking on: the policy writes its own <think>).
+`:instruct` is the paper's Instruct variant of the hybrid Qwen3 checkpoints (arXiv:2506.15522 §3.2,
+Table 1): thinking off, so Qwen3's chat template ends the prompt with an empty
+`<think>\n\n</think>\n\n` block, and both stages' rewards read the tags on that forced prefix + the
+completion; same rewards and prompt otherwise. For Llama-3.1-8B-Instruct (no think block in its
+template) keep the default config. `:reasoning` is the default (thinking on: the policy writes its
+own <think>).
 """
 
 import ml_collections
@@ -58,8 +59,8 @@ def get_config(arg=None):
   for st in c.stages:
     st.data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 25
-  # Evaluation (note 001 §6): Trust-Score with the same NLI model, T 0.5 / top-p 0.95 (Trust-Eval),
-  # on the test file; the paper evaluates each stage's final model.
+  # Evaluation (arXiv:2506.15522 §3.3-3.4): Trust-Score with the same NLI model, T 0.5 / top-p 0.95
+  # (Trust-Eval), on the test file; the paper evaluates each stage's final model.
   c.evals.update(dict(every_steps=0, num_examples=0))   # 0 = the whole file
   c.evals.data.update(dict(kind="jsonl", path=""))
   c.evals.judges.nli = nli

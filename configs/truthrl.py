@@ -1,4 +1,4 @@
-r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate) with GRPO.
+r"""TruthRL (arXiv:2509.25760): ternary reward (+1 correct, 0 abstain, −1 hallucinate) with GRPO.
 
   python launch/build_data.py --recipe=truthrl --source=crag --train_input=crag_train.jsonl.bz2 \
       --output_dir=/data/truthrl_crag
@@ -13,7 +13,8 @@ r"""TruthRL (seed 004): ternary reward (+1 correct, 0 abstain, −1 hallucinate)
       --config.stages[0].data.path=/data/truthrl_crag/train.jsonl --workdir_root=/runs/truthrl_sweep
 
 The reward's correctness judge is the paper's: Llama-3.3-70B-Instruct behind an OpenAI-compatible
-server (note 004 §2.5; decoding T 0, top-p 0.9, 512 tokens), e.g. vLLM on another host:
+server (arXiv:2509.25760 §3.2, App. B; decoding T 0, top-p 0.9, 512 tokens in its code), e.g. vLLM
+on another host:
   vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4 --port 8000
   python launch/train.py --config=configs/truthrl.py ... \
       --config.reward.functions[0].options.judge.base_url=http://judge-host:8000/v1
@@ -22,11 +23,11 @@ model on our sampler instead, sharded over this process's devices (score rewards
   python launch/train.py --config=configs/truthrl.py:llm_judge \
       --config.reward.functions[0].options.judge.path=/ckpt/Qwen2.5-7B-Instruct --config.reward.num_workers=0 ...
 `:runlocal` (offline) uses exact match, which logs the paper's warning: training with a
-string-matching verifier collapsed to ~96 % abstention (Table 5, note 004 §7.5).
+string-matching verifier collapsed to ~96 % abstention (Table 5).
 
-Paper / VeRL code (note 004 §4): 64 prompts per step and one optimizer update per rollout batch,
-G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature 1.0,
-2048 new tokens, prompts over 16,384 tokens dropped from the data (not truncated), the paper's
+Paper / VeRL code (arXiv:2509.25760 §3.2, App. A): 64 prompts per step and one optimizer update per
+rollout batch, G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature
+1.0, 2048 new tokens, prompts over 16,384 tokens dropped from the data (not truncated), the paper's
 seq-mean-token-mean aggregation.
 """
 
@@ -55,7 +56,7 @@ def get_config(arg=None):
   c.model.compute_dtype = "bfloat16"
   c.model.remat = True
   # The 16k context is the prompt limit (VeRL data.max_prompt_length=16384); longer prompts are
-  # filtered out of the data, not truncated (filter_overlong_prompts=True, note 004 §4.2).
+  # filtered out of the data, not truncated (filter_overlong_prompts=True in the authors' config).
   c.rollout.update(dict(prompts_per_step=64, group_size=8, max_new_tokens=2048, temperature=1.0,
                         top_p=1.0, max_prompt_tokens=16384, overlong_prompts="drop"))
   judge = SAMPLER_JUDGE if "llm_judge" in args else PAPER_JUDGE
@@ -70,8 +71,8 @@ def get_config(arg=None):
   c.stages = [rl_config.stage("truthrl", num_steps=200, recipe="truthrl")]
   c.stages[0].data.update(dict(kind="jsonl"))
   c.checkpoint.every_steps = 10
-  # Evaluation (note 004 §6): greedy, 2048 new tokens, Acc / Unc / Hall / T, judged by the reward's
-  # judge (the same ConfigDict: setting ...options.judge.base_url sets both).
+  # Evaluation (arXiv:2509.25760 §4.1): greedy, 2048 new tokens, Acc / Unc / Hall / T, judged by the
+  # reward's judge (the same ConfigDict: setting ...options.judge.base_url sets both).
   c.evals.update(dict(every_steps=0, num_examples=0))   # 0 = the whole file
   c.evals.data.update(dict(kind="jsonl", path=""))
   c.evals.judges.judge = c.reward.functions[0].options.judge
@@ -88,8 +89,8 @@ def get_config(arg=None):
 
 
 def get_sweep(arg=None):
-  """launch/sweep.py's runs: the abstention reward of TruthRL v2 Table 5 ({−0.5, 0, +0.5}; 0 was
-  best, note 004 §3.1) × β (the paper's 0.001, and none)."""
+  """launch/sweep.py's runs: the abstention reward of arXiv:2509.25760v2 Table 5 ({−0.5, 0, +0.5}; 0
+  was best) × β (the paper's 0.001, and none)."""
   del arg
   return {"reward.functions[0].options.abstain_reward": [-0.5, 0.0, 0.5],
           "loss.kl_coef": [1e-3, 0.0]}
