@@ -30,7 +30,7 @@ config. `:reasoning` is the default (thinking on: the policy writes its own <thi
 
 import ml_collections
 
-from grounding_jax.recipes import trust_reward
+from grounding_jax.recipes.trust import reward as trust_reward
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 

@@ -10,7 +10,7 @@ from grounding_jax.data.schema import Example
 
 def has_answer_in_context(example: Example) -> bool:
   """Do the example's passages hold its answer? `answerable` when set, else whether it has gold
-  evidence or gold passages (GRACE's rule for unlabelled rows, note 000 §3.3)."""
+  evidence or gold passages (GRACE's rule for unlabelled rows, from the authors' `src/custom_reward_v2.py`)."""
   if example.answerable is not None:
     return bool(example.answerable)
   return bool(any(e for e in example.evidence) or example.gold_passage_ids)

@@ -56,7 +56,7 @@ def test_em_f1_squad_vs_arena_normalisation():
   preds = ["U.S.", "the Eiffel tower in Paris", "", "new_york"]
   golds = [["US"], ["Eiffel Tower"], ["x"], ["New York"]]
   squad = metrics.em_f1(preds, golds)
-  arena = metrics.em_f1(preds, golds, normalizer="arena", scale=1.0)
+  arena = metrics.em_f1(preds, golds, normalizer="punct_to_space", scale=1.0)
   # SQuAD deletes punctuation ("us"); ARENA turns it into spaces ("u s") and "_" into a space.
   np.testing.assert_allclose(squad["em_per_example"], [1, 0, 0, 0])
   np.testing.assert_allclose(arena["em_per_example"], [0, 0, 0, 1])

@@ -44,7 +44,7 @@ from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import base
-from grounding_jax.recipes import trust_score
+from grounding_jax.recipes.trust import score as trust_score
 
 # ------------------------------------------------------------------------------- parser (note §3.2)
 

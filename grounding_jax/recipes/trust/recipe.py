@@ -20,12 +20,13 @@ import numpy as np
 
 from grounding_jax import judges
 from grounding_jax import text
+from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
-from grounding_jax.recipes import trust_prompts
-from grounding_jax.recipes import trust_score
-from grounding_jax.recipes.trust_reward import CLAIM_DATASETS, TrustOutput, TrustReward, parse
+from grounding_jax.recipes.trust import prompts as trust_prompts
+from grounding_jax.recipes.trust import score as trust_score
+from grounding_jax.recipes.trust.reward import CLAIM_DATASETS, TrustOutput, TrustReward, parse
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- evaluation (§6.2)
@@ -90,20 +91,35 @@ def _one_row(per_dataset: dict[str, dict[str, float]]) -> dict[str, float]:
   return row
 
 
+_DATASETS = ("asqa", "qampari", "eli5")
+# arXiv:2506.15522 §3: per dataset, stage 1 = 100 answerable questions, stage 2 = 1,000 with 500
+# unanswerable. The paper states no split or seed: ours are disjoint stages, seed 42.
+DATA_PRESETS = {
+    "trust": mixture.Preset("trust_stage1", tuple(f"stage1={d}:train:100:100" for d in _DATASETS)
+                            + tuple(f"stage2={d}:train:1000:500" for d in _DATASETS), seed=42),
+}
+
+
 class Trust(base.Recipe):
   """Ground-GRPO, one recipe per training stage (the reward's `stage`)."""
 
-  paper = "Lessons from Training Grounded LLMs / Ground-GRPO (seed 001, note 001)"
+  paper = "Lessons from Training Grounded LLMs / Ground-GRPO (arXiv:2506.15522)"
   templates = {"default": trust_prompts.messages}
-  # Trust-Eval defaults (note §6.3: T 0.5, top-p 0.95; max_new_tokens raised for reasoning, [INF]).
+  # Trust-Eval's defaults (T 0.5, top-p 0.95); max_new_tokens raised for reasoning (our choice).
   eval_decoding = base.Decoding(temperature=0.5, top_p=0.95, max_new_tokens=1024)
   # Keys of each dataset's entry in evaluate()["per_dataset"] (Trust-Score is reported per dataset).
   headline_metric = "TRUST"
   metric_columns = ("AR", "F1_AC", "F1_GR", "F1_GC", "TRUST")
+  abstention = "Trust-Score's refusal sentence (fuzzy match > 85)"
+  required_judges = ("nli",)
 
   def __init__(self, stage: int):
     self.stage = stage
     self.name = f"trust_stage{stage}"
+    # Trust-Score does not depend on the training stage: "trust" names stage 2's evaluator.
+    self.aliases = ("trust",) if stage == 2 else ()
+    # Both stages' data are one mix (splits stage1 / stage2), listed once.
+    self.data_presets = DATA_PRESETS if stage == 1 else {}
 
   def parse(self, completion: str) -> TrustOutput:
     return parse(completion)

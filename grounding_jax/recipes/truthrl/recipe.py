@@ -43,6 +43,7 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
+from grounding_jax.recipes.truthrl import judge as truthrl_judge
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- prompts (note §2.2–2.4)
@@ -107,6 +108,9 @@ def _no_retrieval(ex: Example, **kw: Any) -> base.Messages:
 # ------------------------------------------------------------------------------- reward (§3.2)
 
 OUTCOMES = ("correct", "abstain", "incorrect", "no_box", "invalid_question")
+# The judges a config's `style=` may name: the outcome judge (Table 11, the default) and the
+# reasoning-quality judge (Table 12).
+JUDGE_STYLES = {"truthrl": truthrl_judge.STYLE, "truthrl_reasoning": truthrl_judge.REASONING_STYLE}
 _SCHEMES = ("ternary", "binary", "knowledge_enhanced")
 
 
@@ -162,7 +166,8 @@ class TruthRLReward(base.RewardFn):
           "model='meta-llama/Llama-3.3-70B-Instruct', style='truthrl') (the paper's verifier), "
           "dict(kind='llm', path=FOLDER, style='truthrl') on our sampler, or dict(kind='exact_match') "
           "(string matching; the paper's Table 5 shows training with it collapses to ~96 % abstention).")
-    judge = judges.lazy(judge, role="correctness")  # a spec from a config: loaded on first use
+    # A spec from a config (its style name resolved here): loaded on first use.
+    judge = judges.lazy(judges.with_style(judge, JUDGE_STYLES), role="correctness")
     if not callable(judge):
       raise ValueError("truthrl: judge must be callable(questions, predictions, golds) -> bool[N] or a "
                        "judge spec such as dict(kind='llm', path=FOLDER, style='truthrl').")
@@ -294,7 +299,8 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   T = w1·Acc + w2·Unc − w3·Hall per row), "correct" and "abstained" (`\boxed{I don't know}`).
   """
   base.check_aligned(completions, examples)
-  judge = judges.build(judge if judge is not None else "exact_match", role="correctness")
+  judge = judges.build(judges.with_style(judge if judge is not None else "exact_match", JUDGE_STYLES),
+                       role="correctness")
   reward = TruthRLReward(judge=judge, invalid_question="gold")
   comp = reward(list(completions), list(examples))
   correct, abstained = comp["correct"] == 1, comp["abstain"] == 1
@@ -313,13 +319,16 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
 
 class TruthRL(base.Recipe):
   name = "truthrl"
-  paper = "TruthRL (seed 004, note 004)"
+  paper = "TruthRL (arXiv:2509.25760)"
   templates = {"default": _default, "no_retrieval": _no_retrieval}
   eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=2048)  # greedy, note §4 [CODE]
   reward_variants = {"truthrl_binary": {"scheme": "binary"},
                      "truthrl_knowledge": {"scheme": "knowledge_enhanced"}}
   headline_metric = "truthfulness"
   metric_columns = ("truthfulness", "hallucination", "accuracy", "uncertainty")
+  judge_styles = JUDGE_STYLES
+  required_judges = ("judge",)
+  abstention = "\\boxed{I don't know}"
 
   def parse(self, completion: str) -> str | None:
     return tags.extract_boxed(completion)

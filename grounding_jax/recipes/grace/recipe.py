@@ -18,12 +18,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from grounding_jax import text
+from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.judges import prompts as judge_prompts
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
-from grounding_jax.recipes import grace_baselines as GB
-from grounding_jax.recipes.grace_reward import GraceOutput, GraceReward, parse
+from grounding_jax.recipes.grace import baselines as GB
+from grounding_jax.recipes.grace import judge as grace_judge
+from grounding_jax.recipes.grace.reward import GraceOutput, GraceReward, parse
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- prompts (note §2.3)
@@ -97,7 +98,7 @@ def answer(completion: str) -> str:
 
 
 # GRACE's unanswerable-subset EM targets (note §6.3, App. A.5); its judge uses the first three
-# (judges.prompts.GRACE_JUDGE_REFUSALS).
+# (judge.GRACE_JUDGE_REFUSALS).
 EM_REFUSALS = (
     "I don't know.",
     "The provided evidence is not enough to answer the question.",
@@ -169,7 +170,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   """GRACE's Table 1 numbers in %.
 
   Answerable items: EM (ARENA normalisation), BERTScore-F1 (`bertscorer`, a BertScorer on
-  bert-base-uncased), LJ (`judge`, e.g. LLMCorrectnessJudge(style="grace")), and Table 5's evidence
+  bert-base-uncased), LJ (`judge`, e.g. LLMCorrectnessJudge(style=judge.STYLE)), and Table 5's evidence
   ROUGE-L (the `<evidence>` content against the gold evidence).
   Unanswerable items: with grace_format (GRACE's own outputs) correct iff the format is valid and the
   `<llm>` path was taken (note §9 item 26); otherwise refusal-string EM and the judge against the
@@ -188,7 +189,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   ans_idx, un_idx = np.flatnonzero(answerable), np.flatnonzero(~answerable)
   out: dict[str, Any] = {"n_answerable": len(ans_idx), "n_unanswerable": len(un_idx)}
   per: dict[str, np.ndarray] = {"answerable": answerable.astype(np.float64)}
-  em = text.em_f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx], normalizer="arena")
+  em = text.em_f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx], normalizer="punct_to_space")
   out["em_answerable"] = em["em"]
   correct_em = np.zeros(len(examples), bool)
   correct_em[ans_idx] = em["em_per_example"] == 1
@@ -219,7 +220,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
       lj[ans_idx] = judge([examples[i].question for i in ans_idx], [preds[i] for i in ans_idx],
                           [golds[i] for i in ans_idx])
     if len(un_idx) and not grace_format:
-      refusals = list(judge_prompts.GRACE_JUDGE_REFUSALS)
+      refusals = list(grace_judge.GRACE_JUDGE_REFUSALS)
       lj[un_idx] = judge([examples[i].question for i in un_idx], [preds[i] for i in un_idx],
                          [refusals] * len(un_idx))
     out["lj_answerable"] = 100.0 * lj[ans_idx].mean() if len(ans_idx) else 0.0
@@ -247,9 +248,19 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   return out
 
 
+# arXiv:2601.04525 §4.1 and the authors' preprocess.py: random.Random(123456).sample, indices sorted;
+# HotpotQA 2,000 train / 500 dev, QASPER's full train (2,593) and test (1,451) splits.
+DATA_PRESETS = {
+    "grace_hotpotqa": mixture.Preset("grace", ("train=hotpotqa:train:2000", "test=hotpotqa:eval:500"),
+                                     seed=123456, grace_construct=True),
+    "grace_qasper": mixture.Preset("grace", ("train=qasper:train:all", "test=qasper:eval:all"),
+                                   seed=123456, grace_construct=True),
+}
+
+
 class Grace(base.Recipe):
   name = "grace"
-  paper = "GRACE (seed 000, note 000)"
+  paper = "GRACE (arXiv:2601.04525)"
   templates = {
       "default": _default,
       # GRACE's prompted baselines: 3-shot demos (contexts as unnumbered "title\ntext" chunks, like the
@@ -264,6 +275,9 @@ class Grace(base.Recipe):
   metric_columns = ("em_answerable", "bertscore_f1_answerable", "lj_answerable", "acc_unanswerable",
                     "lj_unanswerable", "overall_accuracy", "balanced_accuracy",
                     "evidence_rouge_l_answerable", "classification_accuracy")
+  judge_styles = {"grace": grace_judge.STYLE}
+  abstention = "the valid `<llm>` path (GRACE's signal of insufficient evidence)"
+  data_presets = DATA_PRESETS
 
   def parse(self, completion: str) -> GraceOutput:
     return parse(completion)

@@ -45,7 +45,7 @@ from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models.tokenizer import load_tokenizer
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- prompts (note §3.2)
