@@ -13,7 +13,7 @@ from grounding_jax import recipes
 from grounding_jax.data import synthetic
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import get_recipe, get_reward
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.text import tags
 from .fakes import SubstringNLI
 

@@ -3,8 +3,12 @@
 import pytest
 
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import available_rewards, get_reward, grace, lear, lear_rollout, trust
-from grounding_jax.recipes import trust_score
+from grounding_jax.recipes import available_rewards, get_reward
+from grounding_jax.recipes.grace import recipe as grace
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.lear import rollout as lear_rollout
+from grounding_jax.recipes.trust import recipe as trust
+from grounding_jax.recipes.trust import score as trust_score
 
 # --- Ground-GRPO / Trust-Eval helpers (001 §3.2) ------------------------------------------------
 

@@ -12,8 +12,8 @@ from grounding_jax import models
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import get_reward
 from grounding_jax.rl import setup
-from grounding_jax.recipes import lear
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.lear import rollout as lear_rollout
 
 RATIONALE = [((200, 50, 0.5), 0.997527), ((25, 50, 0.5), 0.119203), ((50, 50, 0.3), 0.5),
              ((100, 50, 1.0), 0.731059), ((100, 50, 0.1), 0.999955), ((40, 50, 0.2), 0.222700)]
@@ -138,3 +138,10 @@ def test_missing_extras_and_malformed_example_raise():
   with pytest.raises(ValueError, match=r"lear-bad.*passages"):
     fn(["x"], [no_passages], **extras)
   np.testing.assert_allclose(fn.reward_range, (0, 1))
+
+
+def test_compression_ratio():
+  out = lear.compression_ratio([1000, 600, 500], [50, 20, 0])
+  assert out["cr_total"] == pytest.approx(2100 / 70)
+  assert out["cr_mean"] == pytest.approx((20 + 30) / 2)
+  assert out["n_empty"] == 1

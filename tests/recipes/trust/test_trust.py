@@ -10,7 +10,7 @@ import pytest
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax import text
 from grounding_jax.recipes import get_reward
-from .fakes import SubstringNLI
+from ..fakes import SubstringNLI
 
 PASSAGES = (
     Passage("Mawsynram is the rainiest place on Earth.", title="Mawsynram"),

@@ -73,7 +73,7 @@ def test_missing_answers_raise():
 
 
 def test_accuracy_variants_f1_and_judge():
-  from .fakes import ContainsJudge  # pylint: disable=g-import-not-at-top
+  from ..fakes import ContainsJudge  # pylint: disable=g-import-not-at-top
   comps = ["<relevance>[1,5]</relevance><analysis>x</analysis><answer>Paris France</answer>",
            "<relevance>[1,5]</relevance><analysis>x</analysis><answer>Paris</answer>",
            "<relevance>[1,5]</relevance><analysis>x</analysis><answer> </answer>"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.recipes import trust_score as ts
+from grounding_jax.recipes.trust import score as ts
 from grounding_jax import text
 
 REFUSAL = text.REFUSAL_SENTENCE

@@ -20,13 +20,13 @@ from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models import load_pretrained, load_tokenizer
 from grounding_jax.recipes import get_recipe
 from grounding_jax.recipes import get_reward
-from grounding_jax.recipes import lear
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.rl import logprobs
 from grounding_jax.rl import trainer as trainer_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 G = 2
 WIDTH = 128  # the fixed rollouts' completion width (max_new_tokens)
 
