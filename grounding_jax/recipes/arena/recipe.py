@@ -1,7 +1,7 @@
-"""ARENA (seed 002, note 002): name the relevant references, analyse them, answer in a short phrase.
+"""ARENA (arXiv:2505.13258): name the relevant references, analyse them, answer in a short phrase.
 
 The policy writes `<relevance>[ids]</relevance><analysis>…</analysis><answer>…</answer>`. The
-adaptive reward (ARENA §3.2; note §3.3) is format + accuracy + relevance + bonus:
+adaptive reward (§3.3; the authors' src/evaluate.py, src/rewards.py) is format + accuracy + relevance + bonus:
 
     r_format    1 if `<relevance>[^<]*</relevance>\\s*<analysis>[^<]*</analysis>\\s*<answer>[^<]*</answer>`
                 matches from the first character (MULTILINE `$`: later lines are tolerated), else 0
@@ -20,7 +20,7 @@ accuracy="judge" (a CorrectnessJudge on the extracted answer, one batched call; 
 0 without a call; exact match short-circuits). Setting a weight to 0 gives the §5.3 component
 ablations.
 
-Evaluation (note §6): EM, F1 and an LLM judge (LJ) as fractions (Table 3), plus the mean format and
+Evaluation (§4.2, App. C): EM, F1 and an LLM judge (LJ) as fractions (Table 3), plus the mean format and
 relevance scores (Fig. 2).
 """
 
@@ -46,7 +46,7 @@ from grounding_jax.text import tags
 JUDGE_STYLES = {"arena": arena_judge.STYLE}
 
 
-# ------------------------------------------------------------------------------- prompt (note §2.4)
+# ------------------------------------------------------------------------------- prompt (Table 1)
 # src/data_generator.py; line 1 ends with a space, the string ends with "</references>\n".
 PROMPT = (
     "A conversation between User and Assistant. The user asks a question and give some references. The "
@@ -100,9 +100,9 @@ def _default(ex: Example) -> base.Messages:
                                                  references=references(ex.passages))}]
 
 
-# SFT-direct's prompt (Appendix D, note §8): "concatenate the input question with all retrieved
+# SFT-direct's prompt (Appendix D, §4.3): "concatenate the input question with all retrieved
 # paragraphs (in their original order) and instruct the model to output a short answer without any
-# intermediate reasoning or evidence selection". Its text is not given (note §9 item 17) [DECISION]:
+# intermediate reasoning or evidence selection". Its text is not given [DECISION]:
 # question, references as ARENA numbers them, then the answer line of ARENA's own prompt.
 DIRECT_PROMPT = (
     "{question}\n"
@@ -119,7 +119,7 @@ def _direct(ex: Example) -> base.Messages:
                                                  references=references(ex.passages))}]
 
 
-# ------------------------------------------------------------------------------- parser (note §3.3)
+# ------------------------------------------------------------------------------- parser (src/evaluate.py)
 # `src/rewards.py`: no "<" inside sections, nothing before <relevance>, and MULTILINE "$" tolerates
 # text on lines after </answer>. re.match anchors at 0 and [^<]* cannot backtrack into a tag: linear.
 _FORMAT_RE = re.compile(
@@ -195,7 +195,7 @@ class ArenaReward(base.RewardFn):
         raise base.example_error(
             self.name, i, ex, "gold_passage_ids", f"holds {pid!r}, outside 1..{n} (len(passages))",
             "Ids are 1-indexed positions in `passages`; an unmatched supporting fact (-1) must be "
-            "fixed or the row dropped (ARENA note §9 item 9).")
+            "fixed or the row dropped.")
     return set(ex.gold_passage_ids)
 
   def score(self, completions: list[str], examples: list[Example],
@@ -219,7 +219,7 @@ class ArenaReward(base.RewardFn):
       if ids is not None:
         try:
           ids_set = set(ids)
-          # Python equality: 1.0 == 1, "1" != 1 (ARENA note §3.4 vectors).
+          # Python equality: 1.0 == 1, "1" != 1 (as the authors' code compares).
           comp["relevance"][i] = 1.0 if ids_set == gold_ids else (0.5 if ids_set & gold_ids else 0.0)
         except TypeError:  # unhashable members cannot occur after parsing, but never raise
           comp["relevance"][i] = 0.0
@@ -267,7 +267,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
     if idx:
       lj[idx] = judge([examples[i].question for i in idx], [answers[i] for i in idx],
                       [golds[i] for i in idx])
-      # ARENA's code scores a reply with neither "yes" nor "no" 0.5 (note §2.8).
+      # ARENA's code scores a reply with neither "yes" nor "no" 0.5 (src/gpt_eval.py).
       unreadable = np.asarray(getattr(judge, "last_unparseable", np.zeros(len(idx), bool)), bool)
       if unreadable.shape == (len(idx),):
         lj[idx] += 0.5 * unreadable
@@ -310,11 +310,11 @@ class Arena(base.Recipe):
     return evaluate(completions, examples, **kwargs)
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
-    """style "default": the SFT-reasoning target layout of `src/datamaker_sft.py` (note §2.7) —
+    """style "default": the SFT-reasoning target layout of `src/datamaker_sft.py` (Table 9) —
     `<relevance>\\n[ids]\\n</relevance>\\n\\n<analysis>\\n…\\n</analysis>\\n\\n<answer>\\n…\\n</answer>`
     with ids `str(sorted(set(gold_passage_ids)))`; the paper's analysis is the backbone's own trace
     (Table 9 prompt), which needs a model, so ours [DECISION] names each reference and the gold
-    evidence it states. style "direct": SFT-direct's target, the short answer alone (note §8)."""
+    evidence it states. style "direct": SFT-direct's target, the short answer alone (§4.3)."""
     self._check_style(style, ("default", "direct"))
     answer_ = gold.gold_answer(self.name, example)
     if style == "direct":

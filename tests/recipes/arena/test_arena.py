@@ -1,4 +1,4 @@
-"""ARENA reward: the note's code-verified unit-test vectors (002 §3.4) and value space (§3.2)."""
+"""ARENA reward: unit-test vectors verified against the authors' code (arXiv:2505.13258 §3.3) and the value space."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""GRACE reward: every row of the note's worked-example table (000 §3.7), options, malformed data."""
+"""GRACE reward: every row of a worked-example table of Eq. 1 (arXiv:2601.04525 §3.2), options, malformed data."""
 
 import dataclasses
 
@@ -99,7 +99,7 @@ def test_malformed_example_raises():
 
 
 def test_the_answer_is_the_first_answer_block_everywhere():
-  """GRACE's evaluator reads the FIRST <answer> block after </think> (`src/evaluator.py`, note §6.3);
+  """GRACE's evaluator reads the FIRST <answer> block after </think> (`src/evaluator.py`);
   the recipe's answer, its evaluation and the seqio postprocessor (tests/eval/test_seqio_tasks.py) all
   use Grace.answer, so they cannot drift apart again."""
   from grounding_jax.recipes import get_recipe  # pylint: disable=g-import-not-at-top

@@ -1,4 +1,4 @@
-"""TruthRL rewards: the note's unit-test table (004 §3.4), judge batching, boxed-answer parsing."""
+"""TruthRL rewards: a unit-test table of the rewards (arXiv:2509.25760 §3.2), judge batching, boxed-answer parsing."""
 
 import numpy as np
 import pytest
@@ -101,7 +101,7 @@ def test_extract_boxed(text, select, expected):
   assert tags.extract_boxed(text, select=select) == expected
 
 
-@pytest.mark.parametrize("mode,expected", [  # note 004 §3.4: (r_out, r_reason) = (1,1),(1,0),(0,1),(-1,1)
+@pytest.mark.parametrize("mode,expected", [  # §4.6: (r_out, r_reason) = (1,1),(1,0),(0,1),(-1,1)
     ("multiplicative", [2, 1, 0, -2]), ("additive", [1.5, 1, 0.5, -0.5]),
     ("conditional", [1, 0, 0, -1]),
 ])
