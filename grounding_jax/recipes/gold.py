@@ -1,6 +1,6 @@
 """Gold SFT completions' shared parts: whether an example's passages hold its answer, its gold answer,
 the gold evidence sentences with the passages they cite, and a guard for tag formats that forbid "<".
-Each recipe's `gold_completion` (recipes/<paper>.py) assembles its own format from these."""
+Each recipe's `gold_completion` (recipes/<recipe>/recipe.py) assembles its own format from these."""
 
 from __future__ import annotations
 

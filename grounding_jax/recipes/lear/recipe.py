@@ -388,7 +388,7 @@ class Lear(base.Recipe):
 
   def rollout(self, model, tokenizer, examples, prompt_fn, settings, *, seed, mesh=None,
               options: Mapping[str, Any] | None = None) -> lear_rollout.LearSample:
-    """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (lear_rollout);
+    """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (rollout.py);
     `options` are LearOptions fields (config.rollout.options)."""
     return lear_rollout.sample(model, tokenizer, examples, prompt_fn, settings, seed=seed, mesh=mesh,
                                options=lear_rollout.LearOptions.from_config(options or {}))

@@ -1,4 +1,4 @@
-"""LEAR rollouts (recipes/lear_rollout.py): the three hard-masked contexts, o_f as the continuation of the
+"""LEAR rollouts (recipes/lear/rollout.py): the three hard-masked contexts, o_f as the continuation of the
 sample, the reward's extras, and a Trainer run of configs/lear.py on a tiny model.
 
 A tiny random llama with SmolLM2's vocabulary stands in for the policy (its tokenizer and chat template
