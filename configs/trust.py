@@ -31,7 +31,7 @@ own <think>).
 
 import ml_collections
 
-from grounding_jax.recipes import trust_reward
+from grounding_jax.recipes.trust import reward as trust_reward
 from grounding_jax.rl import config as rl_config
 from grounding_jax.rl import presets
 

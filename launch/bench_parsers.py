@@ -22,7 +22,7 @@ import numpy as np
 
 from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.recipes import arena, get_reward, grace, lear_rollout, naive, trust
+from grounding_jax import recipes
 from grounding_jax.text import tags
 
 _CHARS = flags.DEFINE_integer("chars", 1_000_000, "Length of each adversarial completion.")
@@ -52,14 +52,16 @@ def texts(n: int) -> dict[str, str]:
   }
 
 
+# Each recipe's parser (Recipe.parse), then the shared tag readers.
 PARSERS = {
-    "grace.parse": grace.parse, "trust.parse": trust.parse, "arena.parse": arena.parse,
-    "naive.parse": naive.parse, "lear.parse_rollout": lear_rollout.parse_rollout,
+    **{f"{name}.parse": recipes.get_recipe(name).parse for name in recipes.available_recipes()},
     "tags.extract_boxed": tags.extract_boxed, "tags.blocks(answer)": lambda t: tags.blocks(t, "answer"),
 }
-# The authors' regexes for the same reads (notes 001 §3.2, 002 §3.3, 004 §9 item 9).
+# The authors' regexes for the same reads: Trust-Align's format check, ARENA's answer read
+# (`src/evaluate.py`), TruthRL's box read.
 PEERS = {
-    "trust.parse": lambda t: re.match(r"^\s*<think>(.*?)</think>\s*<answer>(.*?)</answer>\s*$", t, re.S),
+    "trust_stage1.parse": lambda t: re.match(r"^\s*<think>(.*?)</think>\s*<answer>(.*?)</answer>\s*$", t,
+                                           re.S),
     "arena.parse": lambda t: re.search(r"<answer>\s*(.*?)\s*</answer>", t, re.S | re.M),
     "tags.extract_boxed": lambda t: re.search(r"\\boxed{(.*?)}", t, re.S),
     "tags.blocks(answer)": lambda t: re.findall(r"<answer>(.*?)</answer>", t, re.S),
@@ -71,9 +73,10 @@ def rewards():
                passages=(Passage("Orsk is the capital of Veltria.", title="Veltria"),),
                answers=("Orsk",), evidence=("Orsk is the capital of Veltria.",),
                gold_passage_ids=(1,), answerable=True, id="adv", meta={"dataset": "asqa"})
-  fns = {name: get_reward(name) for name in ("grace", "arena", "lear", "naive")}
-  fns["truthrl"] = get_reward("truthrl", judge="exact_match")  # the judge is not what is measured
-  fns["trust_stage1"] = get_reward("trust_stage1", nli=WordNLI())
+  # The judges are not what is measured: stand-ins for the options a reward cannot do without.
+  stand_ins = {"judge": "exact_match", "nli": WordNLI()}
+  fns = {name: recipes.get_reward(name, **{k: stand_ins[k] for k in recipes.get_recipe(name).required_judges})
+         for name in recipes.available_recipes()}
   return ex, fns
 
 
@@ -101,7 +104,7 @@ def main(argv):
                  f"({peer / max(ours_short, 1e-6):.0f}x)")
       print(line)
     for name, fn in fns.items():
-      extra = {k: [t] for k in lear_rollout.ANSWER_EXTRAS} if name == "lear" else {}
+      extra = {k: [t] for k in recipes.get_recipe(name).rollout_extras}
       secs = _seconds(fn, [t], [ex], completion_lengths=[len(t)], **extra)
       worst = max(worst, secs)
       print(f"  reward {name:15s} ours {secs:8.3f} s")

@@ -1,10 +1,10 @@
 r"""Sampler on the grounded workload: grounding_jax.sampling.generate vs transformers' generate.
 
-  python launch/bench_sampler.py                       # GRACE prompts: 32 x 5 passages, 8 x 64 passages
-  python launch/bench_sampler.py --temperature=0       # greedy
-  python launch/bench_sampler.py --cases=20x32         # one case: 32 prompts of 20 passages (~760 tokens)
-  python launch/bench_sampler.py --hf=false            # ours only
-  python launch/bench_sampler.py --dtype=bfloat16      # both engines in bf16
+  python launch/bench_sampler.py --recipe=grace        # GRACE prompts: 32 x 5 passages, 8 x 64 passages
+  python launch/bench_sampler.py --recipe=grace --temperature=0       # greedy
+  python launch/bench_sampler.py --recipe=grace --cases=20x32   # 32 prompts of 20 passages (~760 tokens)
+  python launch/bench_sampler.py --recipe=grace --hf=false      # ours only
+  python launch/bench_sampler.py --recipe=grace --dtype=bfloat16   # both engines in bf16
 
 The prompts are the synthetic world's questions with their retrieved passages in --recipe's prompt
 (GRACE: ~380 tokens at 5 passages, ~2,000 at 64). Each --cases entry "PxN" runs N prompts of P
@@ -28,7 +28,8 @@ from absl import flags
 import numpy as np
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "HF folder; default SmolLM2-135M-Instruct.")
-_RECIPE = flags.DEFINE_string("recipe", "grace", "Whose prompt (grounding_jax.recipes).")
+_RECIPE = flags.DEFINE_string(
+    "recipe", None, "Whose prompt (grounding_jax.recipes); the recorded runs used grace.")
 _CASES = flags.DEFINE_list("cases", ["5x32", "64x8"], "PxN: N prompts of P passages each.")
 _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Tokens generated per prompt.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
@@ -168,4 +169,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  flags.mark_flag_as_required("recipe")
   app.run(main)

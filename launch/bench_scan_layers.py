@@ -1,10 +1,10 @@
 r"""Scanned vs unrolled layers (Transformer.scan_layers) in the sampler, SmolLM2-135M on this machine.
 
-  python launch/bench_scan_layers.py                  # 32 rows, 64 new tokens, 3 rounds (~5 min)
-  python launch/bench_scan_layers.py --layouts=scanned --rounds=0   # compile + first call only
+  python launch/bench_scan_layers.py --recipe=naive    # 32 rows, 64 new tokens, 3 rounds (~5 min)
+  python launch/bench_scan_layers.py --recipe=naive --layouts=scanned --rounds=0   # compile + first call
 
 Both layouts load the same folder and sample the same grounded prompts (the synthetic world's
-naive-GRPO prompts with passages, ~200 tokens) in two shapes: GRPO-shaped (8 prompts x G = 4,
+prompts in --recipe's template with passages, ~200 tokens for the naive-GRPO one) in two shapes: GRPO-shaped (8 prompts x G = 4,
 temperature 1: prefill once per group) and 32 prompts greedy (G = 1). The layouts alternate within
 each round, so a slow spell of a shared machine hits both alike. Prints each layout's compile +
 first call, then per round the prefill seconds and the decode milliseconds per step, and the
@@ -26,17 +26,19 @@ import numpy as np
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Timed rounds after the first (compiling) call.")
 _NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 64, "Tokens generated per row.")
 _LAYOUTS = flags.DEFINE_list("layouts", ["scanned", "unrolled"], "Which layouts to run, in order.")
+_RECIPE = flags.DEFINE_string(
+    "recipe", None, "Whose prompt (grounding_jax.recipes); the recorded runs used naive.")
 
 
 def main(argv):
   del argv
-  from grounding_jax import sampling
-  from grounding_jax.data import prompts, synthetic
+  from grounding_jax import recipes, sampling
+  from grounding_jax.data import synthetic
   from grounding_jax.models import gguf_convert, load_pretrained, load_tokenizer
 
   model_dir = gguf_convert.prepare_smollm2()
   tok = load_tokenizer(model_dir)
-  texts = [prompts.render_prompt("arena_naive_grpo", ex, tok)
+  texts = [recipes.render_prompt(_RECIPE.value, ex, tok)
            for ex in synthetic.generate_examples(32, seed=0)]
   models = {name: load_pretrained(model_dir, scan_layers=name == "scanned")
             for name in _LAYOUTS.value}
@@ -79,4 +81,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  flags.mark_flag_as_required("recipe")
   app.run(main)

@@ -62,8 +62,8 @@ from grounding_jax.models import embedding, reranker
 from grounding_jax.models.tokenizer import load_tokenizer
 
 
-_PRESET = flags.DEFINE_enum("preset", None, list(mixture.PRESETS),
-                            "A paper's data mix (grounding_jax/data/mixture.py PRESETS).")
+_PRESET = flags.DEFINE_enum("preset", None, list(recipes.data_presets()),
+                            "A paper's data mix (its recipe's data_presets, grounding_jax/recipes/).")
 _RECIPE = flags.DEFINE_enum("recipe", None, recipes.available_recipes(), "Recipe the data is for.")
 _SOURCE = flags.DEFINE_string(
     "source", None, f"'synthetic' or a reader name: {', '.join(readers.available_readers())}.")
@@ -94,7 +94,7 @@ _GRACE_CONSTRUCT = flags.DEFINE_bool(
     "grace_construct", None, "GRACE §3.1: train contexts from several retrievers, 50/50 sufficient / "
     "insufficient, deduplicated; eval/test contexts = one retriever's natural top-k (construct.py).")
 _GRACE_MODE = flags.DEFINE_enum(
-    "grace_mode", "grace", list(construct.GRACE_MODES), "Train construction: grace, or Table 5's "
+    "grace_mode", construct.GRACE_MODES[0], list(construct.GRACE_MODES), "Train construction: grace, or Table 5's "
     "ablations naive (gold only / random distractors) and wo_ab (natural top-k, no balancing).")
 _GRACE_RETRIEVERS = flags.DEFINE_list(
     "grace_retrievers", ["oracle", "bm25", "dense", "dense_rerank", "random"], "Train-time retrievers.")
@@ -264,7 +264,7 @@ def _grace_construct(mix: mixture.Mixture, sources: list[str], seed: int
   chunking = dict(recall_threshold=0.5 if qasper else None, precision_threshold=0.5 if qasper else None,
                   tokenizer=load_tokenizer(os.path.expanduser(chunk_folder)) if chunk_folder else None,
                   max_tokens=_CHUNK_TOKENS.value, overlap=_CHUNK_OVERLAP.value)
-  train_names = [] if _GRACE_MODE.value == "naive" else _GRACE_RETRIEVERS.value
+  train_names = [] if _GRACE_MODE.value in construct.MODES_WITHOUT_RETRIEVERS else _GRACE_RETRIEVERS.value
   has_test = any(_is_test_split(n) for n in mix.splits)
   retrievers, info = _retrievers(train_names + ([_GRACE_TEST_RETRIEVER.value] if has_test else []))
   record = {"mode": _GRACE_MODE.value, "retrievers": train_names, "k": _GRACE_K.value,
@@ -302,7 +302,7 @@ def _git_commit() -> dict[str, Any] | None:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  preset = mixture.PRESETS[_PRESET.value] if _PRESET.value else None
+  preset = recipes.data_presets()[_PRESET.value] if _PRESET.value else None
   if preset and _RECIPE.value and _RECIPE.value != preset.recipe:
     raise app.UsageError(f"--preset={_PRESET.value} builds {preset.recipe} data, not "
                          f"--recipe={_RECIPE.value}; drop one of them.")

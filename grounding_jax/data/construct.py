@@ -1,6 +1,6 @@
 """GRACE training-set construction: heterogeneous retrievers × balanced sufficient / insufficient contexts.
 
-GRACE §3.1 and App. B.1, with the gaps filled from the authors' code (notes 000 §4.4, §9):
+GRACE (arXiv:2601.04525) §3.1 and App. B.1, with the gaps filled from the authors' code:
   * each annotated question has its own knowledge base (HotpotQA: its 10 paragraphs; QASPER: its
     paper), chunked into 512-token windows with 64 overlap; gold chunks are those matching the
     evidence (substring either way; optionally word-overlap recall/precision, as for QASPER);
@@ -40,7 +40,10 @@ from grounding_jax.data.schema import Example, Passage
 _NON_SPACE = re.compile(r"\S+")
 
 
+# The balanced construction, then Table 5's ablations. The names are the --grace_mode values and
+# salt the modes' seeds, so every built dataset depends on them: they stay as the paper's.
 GRACE_MODES = ("grace", "naive", "wo_ab")
+MODES_WITHOUT_RETRIEVERS = frozenset({"naive"})
 
 
 def _token_spans(text: str, tokenizer) -> list[tuple[int, int]]:
@@ -169,7 +172,7 @@ def _insufficient_ids(n: int, natural: Sequence[int], rate: float, rng: random.R
 
 
 def _references(evidence: Sequence[str], join: bool) -> tuple[str, ...]:
-  # GRACE note §9 item 25: HotpotQA's supporting sentences form ONE reference (partial evidence earns
+  # The GRACE authors' code: HotpotQA's supporting sentences form ONE reference (partial evidence earns
   # partial ROUGE); QASPER's annotator paragraphs stay separate (max over references).
   return (" ".join(e for e in evidence if e),) if join and evidence else tuple(evidence)
 

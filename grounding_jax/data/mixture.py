@@ -1,13 +1,9 @@
 """Seeded, answerability-balanced samples of dataset files, mixed into named splits.
 
-The papers train on random subsets of the official files, not on their first rows:
-  * GRACE: 2,000 HotpotQA train / 500 dev questions, `random.Random(123456).sample(range(N), n)`
-    with the indices sorted (authors' preprocess.py) — reproduced exactly here;
-  * ARENA: 10,000 HotpotQA + 10,000 2Wiki + 5,000 MuSiQue train, shuffled, 500 held out;
-  * Ground-GRPO: stage 1 100 answerable questions per dataset, stage 2 1,000 per dataset, half
-    unanswerable, no overlap with stage 1 (note 001 §4, A22).
-
-`PRESETS` names these mixes. A build is a list of `Draw`s ("n examples of this dataset's train file
+The papers train on random subsets of the official files, not on their first rows (GRACE:
+`random.Random(123456).sample(range(N), n)` with the indices sorted, as its authors' preprocess.py,
+which a first draw on a file reproduces exactly). A paper's mix is a `Preset`; each recipe keeps its
+papers' presets (`Recipe.data_presets`, collected by `recipes.data_presets()`). A build is a list of `Draw`s ("n examples of this dataset's train file
 into split S, m of them answerable"). Each input file is read twice, streaming: once for its answerability labels, once to
 pick the drawn rows, so memory holds the sample, not the file. Each draw uses a fresh
 `random.Random(seed)` over the rows of its file that earlier draws did not take; a split made of
@@ -72,33 +68,13 @@ class Draw:
 @dataclasses.dataclass(frozen=True)
 class Preset:
   """A paper's data mix: its draws (`Draw.parse` specs), seed, hold-out ("SPLIT=FROM:COUNT") and
-  whether GRACE's context construction follows (launch/build_data.py --preset=NAME)."""
+  whether the multi-retriever context construction (data/construct.py) follows
+  (launch/build_data.py --preset=NAME)."""
   recipe: str
   draws: tuple[str, ...]
   seed: int
   holdout: str | None = None
   grace_construct: bool = False
-
-
-_TRUST_SETS = ("asqa", "qampari", "eli5")
-PRESETS = {
-    # GRACE §4.1 and the authors' preprocess.py: random.Random(123456).sample, indices sorted.
-    "grace_hotpotqa": Preset("grace", ("train=hotpotqa:train:2000", "test=hotpotqa:eval:500"),
-                             seed=123456, grace_construct=True),
-    # GRACE §4.1: QASPER's full train (2,593) and test (1,451) splits.
-    "grace_qasper": Preset("grace", ("train=qasper:train:all", "test=qasper:eval:all"),
-                           seed=123456, grace_construct=True),
-    # ARENA Table 2 / App. B (note 002 §4.3): data seed 123456, 500 of the 25k mix held out.
-    "arena": Preset("arena", ("train=hotpotqa:train:10000", "train=2wikimultihopqa:train:10000",
-                              "train=musique:train:5000", "test_hotpotqa=hotpotqa:eval:500",
-                              "test_2wikimultihopqa=2wikimultihopqa:eval:500",
-                              "test_musique=musique:eval:500"),
-                    seed=123456, holdout="heldout=train:500"),
-    # Ground-GRPO §4 (note 001 A22): per dataset, stage 1 = 100 answerable, stage 2 = 1,000 with
-    # 500 unanswerable, disjoint, seed 42.
-    "trust": Preset("trust_stage1", tuple(f"stage1={d}:train:100:100" for d in _TRUST_SETS)
-                    + tuple(f"stage2={d}:train:1000:500" for d in _TRUST_SETS), seed=42),
-}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,18 +7,16 @@
   report       predictions.jsonl, metrics.json and report.md (the paper's table, one row per model)
   curves       a training run's curves (reward, KL, entropy, lengths, eval metrics) to a PNG
   paper_eval   evaluate(recipe, completions, examples, judge=..., nli=...) -> the paper's numbers
-               (each recipe's evaluator lives in grounding_jax/recipes/<recipe>.py)
-  metrics      pass@k and maj@k over sampled answers (and the recipes' metrics under their old names)
+               (each recipe's evaluator lives in grounding_jax/recipes/<recipe>/)
+  metrics      pass@k and maj@k over sampled answers
   bertscore    BERTScore-F1 (bert_score 0.3.13 semantics) on a Flax or torch encoder from a folder
-  probing      TruthRL's knowledge-boundary probe (sample a policy many times per question)
+  probing      the knowledge-boundary probe (sample a policy many times per question; TruthRL §3.1)
   seqio_tasks  seqio Tasks per dataset × recipe (optional: needs the seqio extra)
   model_ref    which model an HF folder, a workdir, workdir@step or workdir@best is
 Judges (NLI and answer correctness) live in grounding_jax.judges.
 """
 
-from grounding_jax.eval.metrics import (compression_ratio, em_f1, grace_accuracy, grace_error_analysis,
-                                        maj_at_k, pass_at_k, truthfulness)
-from grounding_jax.eval.paper_eval import evaluate, evaluate_lear
+from grounding_jax.eval.metrics import em_f1, maj_at_k, pass_at_k
+from grounding_jax.eval.paper_eval import evaluate
 
-__all__ = ["compression_ratio", "em_f1", "evaluate", "evaluate_lear", "grace_accuracy",
-           "grace_error_analysis", "maj_at_k", "pass_at_k", "truthfulness"]
+__all__ = ["em_f1", "evaluate", "maj_at_k", "pass_at_k"]

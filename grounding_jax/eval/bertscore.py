@@ -1,6 +1,6 @@
 """BERTScore-F1 (Zhang et al. 2020) as GRACE reports it: bert_score 0.3.13 defaults, idf off.
 
-GRACE scores answers with `bert_score.score(..., model_type="bert-base-uncased")` (000 §6.3, §9 28):
+GRACE scores answers with `bert_score.score(..., model_type="bert-base-uncased")` (arXiv:2601.04525 §4.3, the authors' code):
 the hidden states after layer 9 (bert_score's `model2layers` for bert-base-uncased), no idf, no
 baseline rescaling, the best of several references. The computation, per candidate/reference pair:
   1. tokenise each text with special tokens ([CLS] … [SEP]; a blank text is just [CLS][SEP]),

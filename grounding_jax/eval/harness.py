@@ -103,7 +103,9 @@ class EvalSettings:
 
   def evaluate_options(self) -> dict[str, Any]:
     """The judge arguments of `Recipe.evaluate`, each built when first called."""
-    out = {k: judges.lazy(spec, role="nli" if k == "nli" else "correctness")
+    recipe = recipes.get_recipe(self.recipe)  # a correctness judge's style name is the recipe's
+    out = {k: judges.lazy(spec, role="nli") if k == "nli"
+           else judges.lazy(recipe.judge_spec(spec), role="correctness")
            for k, spec in self.judges.items()}
     if self.bertscore:
       out["bertscorer"] = BertScorer(self.bertscore)
@@ -112,7 +114,7 @@ class EvalSettings:
 
 def _configured(spec: Any) -> bool:
   """A judge spec that names a judge: not None / "", nor a dict whose kind is left empty (a config's
-  placeholder, e.g. judge=dict(kind="", path="", style="grace") until --config.evals.judges.judge.kind=llm)."""
+  placeholder, e.g. judge=dict(kind="", path="", style=NAME) until --config.evals.judges.judge.kind=llm)."""
   if isinstance(spec, Mapping):
     return bool(spec.get("kind"))
   return spec not in (None, "")

@@ -1,9 +1,8 @@
 """Sampling metrics over k answers per question: pass@k and majority@k.
 
   pass_at_k   the unbiased estimator 1 − C(n−c, k)/C(n, k) (Chen et al. 2021).
-  maj_at_k    TruthRL Fig. 2 majority@k with the note's voting rule (004 §9 item 18).
-Each paper's own metrics live with its recipe (grounding_jax/recipes/<recipe>.py) and are re-exported
-here under their old names.
+  maj_at_k    majority@k (TruthRL, arXiv:2509.25760 Fig. 2) with our voting rule (majority_vote).
+Each paper's own metrics live with its recipe (grounding_jax/recipes/<recipe>/).
 """
 
 from __future__ import annotations
@@ -14,15 +13,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from grounding_jax import text as text_lib
-from grounding_jax.recipes.grace import accuracy as grace_accuracy
-from grounding_jax.recipes.grace import error_analysis as grace_error_analysis
-from grounding_jax.recipes.grace import refusal_em as grace_refusal_em
-from grounding_jax.recipes.lear import compression_ratio
-from grounding_jax.recipes.truthrl import truthfulness
 from grounding_jax.text import em_f1
 
-__all__ = ["compression_ratio", "em_f1", "grace_accuracy", "grace_error_analysis", "grace_refusal_em",
-           "maj_at_k", "majority_vote", "pass_at_k", "truthfulness"]
+__all__ = ["em_f1", "maj_at_k", "majority_vote", "pass_at_k"]
 
 
 def pass_at_k(num_samples: Sequence[int] | int, num_correct: Sequence[int] | int, k: int) -> np.ndarray:
@@ -46,7 +39,7 @@ def pass_at_k(num_samples: Sequence[int] | int, num_correct: Sequence[int] | int
 
 def majority_vote(answers: Sequence[str], *, normalize: Callable[[str], str] = text_lib.normalize_answer,
                   is_abstention: Callable[[str], bool] = text_lib.is_abstention) -> int:
-  """Index of the majority answer (004 §9 item 18 [DECISION]).
+  """Index of the majority answer (the paper states no voting rule; this is ours).
 
   Answers are grouped by normalised text; every abstention falls in one "I don't know" group; the
   group with most votes wins, ties going to the group seen first; returns its first member's index.

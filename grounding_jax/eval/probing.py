@@ -1,4 +1,4 @@
-"""Knowledge-boundary probing (TruthRL arXiv:2509.25760 §3.1): sample a policy many times a question.
+"""Knowledge-boundary probing (TruthRL, arXiv:2509.25760 §3.1): sample a policy many times per question.
 
 "For each training question, we sample 256 responses, and the question is marked as OOK if none of the
 responses is correct." `probe_knowledge` counts the correct samples; `data.answerability.relabel_unknown`
@@ -16,7 +16,7 @@ from grounding_jax import judges
 from grounding_jax import sampling
 from grounding_jax.data import retrieval
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import get_recipe
+from grounding_jax import recipes
 from grounding_jax.text import tags
 
 
@@ -34,14 +34,15 @@ class ProbeResult:
 
 
 def _default_answer_fn(completion: str) -> str:
-  # TruthRL's answer is the boxed one; no box means no answer (never correct).
+  # The last \boxed{} answer; no box means no answer (never correct).
   return tags.extract_boxed(completion) or ""
 
 
 def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
                     num_samples: int = 256, max_new_tokens: int = 256, temperature: float = 0.6,
                     top_p: float = 0.9, prompt_batch_size: int = 8, samples_per_call: int = 32,
-                    seed: int = 0, prompt_fn: Callable[[Example], str] | None = None,
+                    seed: int = 0, recipe: str | None = None,
+                    prompt_fn: Callable[[Example], str] | None = None,
                     answer_fn: Callable[[str], str] | None = None, judge: Any = None,
                     generate_fn: Callable[..., Any] | None = None) -> ProbeResult:
   """Samples `num_samples` answers per question and counts the correct ones (TruthRL §3.1).
@@ -54,9 +55,13 @@ def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
       the probing setup of arXiv:2509.25760v2).
     prompt_batch_size, samples_per_call: questions and samples per `generate_fn` call; bounds memory.
     seed: base seed; each call gets a stable seed of (seed, first question index, sample offset).
-    prompt_fn: Example -> rendered prompt; default TruthRL's prompt through the tokenizer's template.
-    answer_fn: completion -> answer; default the last `\\boxed{}` (empty when there is none).
-    judge: a CorrectnessJudge (questions, predictions, golds) -> bool[N]; default exact match.
+    recipe: the recipe (a registered name) whose prompt, answer extraction and judge styles the
+      probe uses where prompt_fn / answer_fn / a judge spec's style are not given (TruthRL's own).
+    prompt_fn: Example -> rendered prompt; default `recipe`'s prompt through the tokenizer's template.
+    answer_fn: completion -> answer; default `recipe`'s answer, else the last `\\boxed{}` (empty when
+      there is none).
+    judge: a CorrectnessJudge (questions, predictions, golds) -> bool[N], or a judge spec (its style
+      from `recipe`); default exact match.
     generate_fn: `grounding_jax.sampling.generate` by default; any callable with its signature whose
       result has `.texts` (prompt-major) works.
 
@@ -69,10 +74,15 @@ def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
   for i, e in enumerate(examples):
     if not e.answers:
       raise ValueError(f"examples[{i}] (id {e.id!r}) has no gold answers; probing needs them.")
+  if prompt_fn is None and recipe is None:
+    raise ValueError("probe_knowledge needs prompt_fn= or recipe= (the recipe whose prompt the "
+                     f"policy was trained on; one of {recipes.available_recipes()}).")
+  chosen = recipes.get_recipe(recipe) if recipe is not None else None
   generate_fn = generate_fn or sampling.generate
-  prompt_fn = prompt_fn or (lambda ex: get_recipe("truthrl").render_prompt(ex, tokenizer))
-  answer_fn = answer_fn or _default_answer_fn
-  judge = judges.build(judge, role="correctness") or judges.ExactMatchJudge()
+  prompt_fn = prompt_fn or (lambda ex: chosen.render_prompt(ex, tokenizer))
+  answer_fn = answer_fn or (chosen.answer if chosen is not None else _default_answer_fn)
+  spec = chosen.judge_spec(judge) if chosen is not None else judge
+  judge = judges.build(spec, role="correctness") or judges.ExactMatchJudge()
 
   answers: list[list[str]] = [[] for _ in examples]
   for start in range(0, len(examples), prompt_batch_size):

@@ -20,15 +20,6 @@ from grounding_jax import recipes
 from grounding_jax.eval import bootstrap
 from grounding_jax.eval.harness import ModelResult
 
-# What each recipe counts as abstaining (harness module doc), for the report's footnote.
-ABSTENTION = {
-    "grace": "the valid `<llm>` path (GRACE's signal of insufficient evidence)",
-    "trust_stage1": "Trust-Score's refusal sentence (fuzzy match > 85)",
-    "trust_stage2": "Trust-Score's refusal sentence (fuzzy match > 85)",
-    "truthrl": "\\boxed{I don't know}",
-}
-DEFAULT_ABSTENTION = ("an answer that is Trust-Score's refusal or says \"I don't know\" (the paper "
-                      "defines no abstention)")
 LABELS = {"reward": "reward", "accuracy_answerable": "acc. answerable",
           "abstention_unanswerable": "abstain unanswerable"}
 
@@ -102,7 +93,7 @@ def markdown(recipe_name: str, results: Sequence[ModelResult],
            "configured (config.evals.judges / evals.bertscore) or a subset is empty.",
            f"acc. answerable = mean per-example verdict (\"correct\") on answerable items; abstain "
            f"unanswerable = share of unanswerable items where the model abstained: "
-           f"{ABSTENTION.get(recipe_name, DEFAULT_ABSTENTION)}. reward = the run's reward functions "
+           f"{recipe.abstention}. reward = the run's reward functions "
            "on these completions (mean)."]
   if any_iv is not None:
     notes.append(f"Δ = model − first model on the same questions; interval: paired bootstrap, "

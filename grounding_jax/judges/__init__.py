@@ -4,11 +4,13 @@
   llm          LLM judges (the papers' prompts) on any backend: our sampler (SamplerBackend), or
   openai_api   a vLLM / OpenAI-compatible server (OpenAIBackend: concurrent, timeouts, retries, cache)
   nli          transformers NLI models from a local folder: classifiers and TRUE-style T5 (torch)
-  prompts      the judges' prompts and reply parsers (one wire format each)
+  style        JudgeStyle: a paper's correctness prompt and reply parser, supplied by its recipe
+  prompts      the generic prompt and parser: LLM-as-NLI, the robust yes/no reading
   from_config  a judge from a config value: build(spec, role) / lazy(spec, role)
 
-Recipes take judges as objects or as config specs (`judge=dict(kind="llm", path=...)`,
-`judge=dict(kind="openai", base_url=..., model=...)`).
+Recipes take judges as objects or as config specs (`judge=dict(kind="llm", path=..., style=NAME)`,
+`judge=dict(kind="openai", base_url=..., model=...)`); a recipe resolves the style name to its
+paper's JudgeStyle (recipes/<recipe>/judge.py). judges/ names no paper.
 """
 
 from grounding_jax.judges.base import CorrectnessJudge, ExactMatchJudge, NLIJudge
@@ -16,7 +18,9 @@ from grounding_jax.judges.from_config import LazyJudge, build, lazy
 from grounding_jax.judges.llm import LLMCorrectnessJudge, LLMNLIJudge, SamplerBackend, render_plain
 from grounding_jax.judges.nli import ClassifierNLIJudge, Seq2SeqNLIJudge, load_nli_judge
 from grounding_jax.judges.openai_api import JudgeRequestError, OpenAIBackend
+from grounding_jax.judges.style import JudgeStyle, with_style
 
 __all__ = ["ClassifierNLIJudge", "CorrectnessJudge", "ExactMatchJudge", "JudgeRequestError",
-           "LLMCorrectnessJudge", "LLMNLIJudge", "LazyJudge", "NLIJudge", "OpenAIBackend",
-           "SamplerBackend", "Seq2SeqNLIJudge", "build", "lazy", "load_nli_judge", "render_plain"]
+           "JudgeStyle", "LLMCorrectnessJudge", "LLMNLIJudge", "LazyJudge", "NLIJudge", "OpenAIBackend",
+           "SamplerBackend", "Seq2SeqNLIJudge", "build", "lazy", "load_nli_judge", "render_plain",
+           "with_style"]

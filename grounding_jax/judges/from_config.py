@@ -1,14 +1,18 @@
 """Judges from config values: a reward option `judge=dict(kind=..., ...)` or `nli=...` becomes a judge.
 
   build({"kind": "exact_match"}, role="correctness")          # also the bare string "exact_match"
-  build({"kind": "llm", "path": FOLDER, "style": "truthrl"}, role="correctness")   # on our sampler
-  build({"kind": "llm", "path": FOLDER, "mesh": {"fsdp": -1}})  # … sharded over this process's devices
+  build({"kind": "llm", "path": FOLDER, "style": STYLE}, role="correctness")      # on our sampler
+  build({"kind": "llm", "path": FOLDER, "style": STYLE, "mesh": {"fsdp": -1}})    # … sharded over this process's devices
   build({"kind": "llm", "path": FOLDER}, role="nli")                               # yes/no entailment
   build({"kind": "nli", "path": FOLDER})          # a classifier / TRUE-style seq2seq folder (torch),
                                                   # or a causal LM folder (then as kind "llm")
   build({"kind": "openai", "base_url": "http://judge:8000/v1", "model": NAME,
-         "api_key_env": "JUDGE_KEY", "style": "truthrl"})   # vLLM or any OpenAI-compatible server
+         "api_key_env": "JUDGE_KEY", "style": STYLE})   # vLLM or any OpenAI-compatible server
   build("/path/to/folder", role="nli")            # a bare path: kind "nli"
+
+A correctness judge of kind "llm" or "openai" asks in a paper's style: STYLE is a judges.JudgeStyle.
+A config names it (style="<name>"); the recipe that reads the config puts its style object in the
+spec (`judges.style.with_style(spec, recipe.judge_styles)`) before it reaches build / lazy.
 
 Options of kind "llm"/"nli" (causal LM): path ("smollm2" = the offline SmolLM2-135M-Instruct folder:
 for plumbing, not fidelity), batch_size, max_new_tokens, and `mesh`: None (one device), or the mesh
@@ -20,8 +24,8 @@ object instead (e.g. an evaluation script's); a config spec cannot hold one (it 
 
 Options of kind "openai": base_url, model, api_key_env (the NAME of the variable holding the key),
 timeout_seconds, max_retries, backoff_seconds, concurrency, cooldown_seconds, max_tokens,
-temperature, top_p (see judges.openai_api.OpenAIBackend). Decoding defaults to the paper's for the
-style (DECODING below).
+temperature, top_p (see judges.openai_api.OpenAIBackend). Decoding defaults to the style's (its
+paper's), or NLI_DECODING for an NLI judge.
 
 Every kind passes the remaining options to the judge (style, parser, examples_path, cache, …).
 `lazy(spec, role)` defers the build to first use and pickles as its spec, so a reward holding it can be
@@ -46,20 +50,13 @@ from grounding_jax.judges import llm
 from grounding_jax.judges import nli as nli_models
 from grounding_jax.judges import openai_api
 from grounding_jax.judges.base import ExactMatchJudge
+from grounding_jax.judges.style import JudgeStyle
 
 KINDS = ("exact_match", "llm", "nli", "openai")
 ROLES = ("correctness", "nli")
 
-# Served-judge decoding per style, from the papers: TruthRL's judge call temperature 0, top-p 0.9,
-# 512 tokens (004 §2.5); GRACE's DeepSeek judge temperature 0, 10 tokens (000 §6.3 LJ); ARENA's
-# GPT-4o temperature 0 (002 §2.8; max_tokens not stated [DECISION] 16: "yes"/"no" fit); NLI yes/no 8.
-DECODING = {
-    "truthrl": dict(max_tokens=512, temperature=0.0, top_p=0.9),
-    "truthrl_reasoning": dict(max_tokens=512, temperature=0.0, top_p=0.9),
-    "grace": dict(max_tokens=10, temperature=0.0),
-    "arena": dict(max_tokens=16, temperature=0.0),
-    "nli": dict(max_tokens=8, temperature=0.0),
-}
+# A served yes/no entailment judge needs a few tokens only.
+NLI_DECODING = dict(max_tokens=8, temperature=0.0)
 _OPENAI_BACKEND_KEYS = ("base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p",
                         "timeout_seconds", "max_retries", "backoff_seconds", "max_backoff_seconds",
                         "concurrency", "cooldown_seconds", "extra_body")
@@ -143,8 +140,8 @@ def build(spec: Any, role: str = "correctness", *, mesh: jax.sharding.Mesh | Non
       raise ValueError("judge kind='exact_match' answers correctness, not NLI; use kind 'nli' or 'llm'.")
     return ExactMatchJudge()
   if kind == "openai":
-    style = spec.get("style", "truthrl") if role == "correctness" else "nli"
-    options = {**DECODING.get(style, {}),
+    decoding = _style(spec).decoding if role == "correctness" else NLI_DECODING
+    options = {**decoding,
                **{k: spec.pop(k) for k in _OPENAI_BACKEND_KEYS if k in spec}}
     backend = openai_api.OpenAIBackend(**options)
     return llm.LLMNLIJudge(backend, **spec) if role == "nli" else llm.LLMCorrectnessJudge(backend, **spec)
@@ -164,7 +161,18 @@ def build(spec: Any, role: str = "correctness", *, mesh: jax.sharding.Mesh | Non
                              mesh if mesh is not None else judge_mesh(spec_mesh))
   if role == "nli":
     return llm.LLMNLIJudge(backend, **spec)
+  _style(spec)
   return llm.LLMCorrectnessJudge(backend, **spec)
+
+
+def _style(spec: Mapping[str, Any]) -> JudgeStyle:
+  """The spec's JudgeStyle; raises naming the fix when a correctness LLM judge has none."""
+  style = spec.get("style")
+  if not isinstance(style, JudgeStyle):
+    raise ValueError(f"a correctness judge of kind 'llm' / 'openai' needs style= a judges.JudgeStyle "
+                     f"(got {style!r}); a config names the style and its recipe resolves the name "
+                     "(judges.style.with_style(spec, recipes.get_recipe(NAME).judge_styles)).")
+  return style
 
 
 class LazyJudge:
@@ -174,6 +182,8 @@ class LazyJudge:
     self.spec, self.role = normalize_spec(spec), role
     if role not in ROLES:
       raise ValueError(f"judge role={role!r}; choose one of {ROLES}.")
+    if role == "correctness" and self.spec["kind"] in ("llm", "openai"):
+      _style(self.spec)  # before any worker process loads it
     self._judge = None
 
   def load(self):

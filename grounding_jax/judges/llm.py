@@ -2,8 +2,8 @@
 
   SamplerBackend       greedy generation with our JAX sampler (grounding_jax.sampling.generate)
   LLMNLIJudge          "does the premise entail the hypothesis?" (prompts.nli_messages)
-  LLMCorrectnessJudge  TruthRL's CRAG-style prompt (004 §2.5) or the ARENA / GRACE judge (002 §2.8,
-                       000 §6.4); exact match short-circuits the call
+  LLMCorrectnessJudge  "is this answer correct?" in a paper's style (a JudgeStyle, which the recipe
+                       supplies); exact match short-circuits the call
 
 A backend is any callable `fn(list[str]) -> list[str]`, or an object with
 `chat(list[messages]) -> list[str]` (judges.openai_api.OpenAIBackend: the messages go to the server
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from grounding_jax import sampling
 from grounding_jax import text as text_lib
 from grounding_jax.judges import prompts as prompts_lib
 from grounding_jax.judges.base import Backend, CachedNLI, check_correctness_inputs, remember
+from grounding_jax.judges.style import JudgeStyle
+
 
 def render_plain(messages: prompts_lib.Messages) -> str:
   """Messages → one string for a plain-text backend: contents joined by blank lines."""
@@ -82,19 +84,14 @@ class SamplerBackend:
     return out
 
 
-def _parser(name: str) -> Callable[[object], bool | None]:
-  parsers = dict(prompts_lib.YES_NO_PARSERS, json_score=prompts_lib.parse_json_score)
-  if name not in parsers:
-    raise ValueError(f"unknown judge reply parser {name!r}; choose one of {sorted(parsers)}.")
-  return parsers[name]
-
-
 class LLMNLIJudge(CachedNLI):
   """An instruct LLM asked "does the premise entail the hypothesis? yes/no" (judge_prompts.nli_messages)."""
 
   def __init__(self, backend: Backend, *, parser: str = "robust", cache: bool = True):
     super().__init__(cache)
-    self.backend, self._parse = backend, _parser(parser)
+    if parser not in prompts_lib.PARSERS:
+      raise ValueError(f"unknown judge reply parser {parser!r}; choose one of {sorted(prompts_lib.PARSERS)}.")
+    self.backend, self._parse = backend, prompts_lib.PARSERS[parser]
 
   def _entails_uncached(self, premises, hypotheses):
     replies = _run_backend(self.backend, [prompts_lib.nli_messages(p, h)
@@ -108,64 +105,45 @@ class LLMNLIJudge(CachedNLI):
     return out
 
 
-# Default reply parser per style: the papers' own (004 §2.5 JSON score; GRACE's code counts only an
-# exact "yes", 000 §6.3 / §9 item 27), and the robust first yes/no word for ARENA (its code's
-# substring rule is parser="arena", 002 §2.8).
-_STYLES = {"truthrl": "json_score", "truthrl_reasoning": "json_score", "arena": "robust", "grace": "grace"}
-
-
 class LLMCorrectnessJudge:
-  """LLM answer-correctness judge with the papers' prompts; exact match short-circuits the LLM.
+  """LLM answer-correctness judge in a paper's style; exact match short-circuits the LLM.
 
-  Styles:
-    "truthrl"  CRAG-style system+user messages, one call per gold alias, stopping at the first
-               score 1 (004 §2.5); reply parsed as JSON "score".
-    "arena"    ARENA's prompt with `str(golds)`, system "You are an intelligent AI assistant." (002 §2.8).
-    "grace"    GRACE's prompt with golds joined by newlines, one user message (000 §6.4).
-    "truthrl_reasoning"  TruthRL's reasoning-quality judge (004 §2.6): `predictions` are FULL
-               responses (think + answer); 1 if any alias gets score 1; never short-circuited by EM.
-  `parser` overrides the reply parser: "grace" (default for grace: GRACE's exact
-  `reply.lower() == "yes"`, so "Yes." is wrong), "robust" (default for arena: first yes/no word),
-  "arena" (ARENA's substring rule), "json_score" (default for the TruthRL styles).
-  Predictions that are empty after strip are wrong without a call (ARENA's code). Rows whose prediction
-  exactly matches an alias (SQuAD normalisation) are correct without a call.
-  `examples` / `examples_path`: the few-shot block of the TruthRL styles — a string, or a file holding
-  the paper's block (hash-checked); None for both uses the paper's block from $GJ_TRUTHRL_PROMPTS, or
-  our short default with a warning (judges.prompts.truthrl_examples).
+  `style` (a JudgeStyle, from the recipe whose paper defines it: recipes/<recipe>/judge.py) gives the
+  messages, the reply parser, whether each gold alias gets its own call (stopping at the first
+  "correct") and whether exact match may skip the call. `parser` overrides the reply parser: a name
+  from judges.prompts.PARSERS ("robust": the first yes/no word) or the style's `parsers`, or a callable.
+  Predictions that are empty after strip are wrong without a call. Rows whose prediction exactly
+  matches an alias (SQuAD normalisation) are correct without a call, unless the style says otherwise.
+  `examples` / `examples_path`: the style's few-shot block — a string, or a file the style reads
+  (e.g. the paper's block, hash-checked); None for both lets the style choose (`few_shot_block`).
   `stats` counts em_short_circuit, empty, judge_calls, unparseable, cache_hits.
   """
 
-  def __init__(self, backend: Backend, *, style: str = "truthrl", parser: str | None = None,
+  def __init__(self, backend: Backend, *, style: JudgeStyle, parser: str | None = None,
                exact_match_shortcut: bool = True, examples: str | None = None,
                examples_path: str | None = None, cache: bool = True):
-    if style not in _STYLES:
-      raise ValueError(f"LLMCorrectnessJudge: style={style!r}; choose one of {sorted(_STYLES)}.")
+    if not isinstance(style, JudgeStyle):
+      raise ValueError(f"LLMCorrectnessJudge: style={style!r} is not a judges.JudgeStyle; a config's "
+                       "style name is resolved by its recipe (recipes.get_recipe(name).judge_styles).")
     self.backend, self.style = backend, style
-    self._parse = _parser(parser or _STYLES[style])
-    self.exact_match_shortcut = exact_match_shortcut and style != "truthrl_reasoning"
-    if style.startswith("truthrl") and examples is None:
-      examples = prompts_lib.truthrl_examples(style, examples_path)
+    self._parse = style.reply_parser(parser)
+    self.exact_match_shortcut = exact_match_shortcut and style.exact_match_shortcut
+    if style.few_shot_block is not None and examples is None:
+      examples = style.few_shot_block(examples_path)
     self.examples = examples
     self._cache: dict[tuple, bool | None] | None = {} if cache else None
     self.stats: collections.Counter[str] = collections.Counter()
     self.last_unparseable = np.zeros(0, bool)
 
   def _messages(self, question: str, golds: list[str], prediction: str) -> prompts_lib.Messages:
-    if self.style == "truthrl":
-      return prompts_lib.truthrl_messages(question, golds[0], prediction, examples=self.examples)
-    if self.style == "truthrl_reasoning":
-      return prompts_lib.truthrl_reasoning_messages(question, golds[0], prediction,
-                                                    examples=self.examples)
-    if self.style == "arena":
-      return prompts_lib.arena_messages(question, golds, prediction)
-    return prompts_lib.grace_messages(question, golds, prediction)
+    return self.style.messages(question, golds, prediction, self.examples)
 
   def _ask(self, requests: list[tuple[str, list[str], str]]) -> list[bool | None]:
     """One parsed LLM verdict (True / False / None = unreadable) per (question, golds, prediction)."""
     out: list[bool | None] = [None] * len(requests)
     missing: dict[tuple, list[int]] = {}
     for i, (q, g, p) in enumerate(requests):
-      key = (self.style, q, tuple(g), p)
+      key = (self.style.name, q, tuple(g), p)
       if self._cache is not None and key in self._cache:
         out[i] = self._cache[key]
         self.stats["cache_hits"] += 1
@@ -189,7 +167,7 @@ class LLMCorrectnessJudge:
     """bool [N] correctness. Never raises on model output; raises on misaligned or malformed inputs.
 
     After a call, `last_unparseable` (bool [N]) marks rows counted wrong because a reply was
-    unreadable (ARENA's metric gives those 0.5; see eval.paper_eval.evaluate_arena).
+    unreadable (a recipe's metric may score those apart, e.g. ARENA's 0.5: recipes/arena/).
     """
     questions, predictions, golds = check_correctness_inputs(questions, predictions, golds)
     correct = np.zeros(len(predictions), bool)
@@ -203,12 +181,12 @@ class LLMCorrectnessJudge:
         self.stats["em_short_circuit"] += 1
       else:
         pending.append(i)
-    if not self.style.startswith("truthrl"):
+    if not self.style.per_alias:
       verdicts = self._ask([(questions[i], golds[i], predictions[i]) for i in pending])
       for i, v in zip(pending, verdicts):
         correct[i], unreadable[i] = bool(v), v is None
     else:
-      # TruthRL: alias round r asks about alias r for the rows still undecided (early exit per row).
+      # Per alias: round r asks about alias r for the rows still undecided (early exit per row).
       for r in range(max((len(golds[i]) for i in pending), default=0)):
         rows = [i for i in pending if r < len(golds[i])]
         verdicts = self._ask([(questions[i], [golds[i][r]], predictions[i]) for i in rows])

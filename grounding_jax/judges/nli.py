@@ -3,7 +3,7 @@
   ClassifierNLIJudge  a sequence-classification NLI model (MNLI-style RoBERTa / DeBERTa / BERT).
   Seq2SeqNLIJudge     a TRUE-style T5 (`google/t5_xxl_true_nli_mixture`): input
                       "premise: {p} hypothesis: {h}", greedy decode, entailed iff the text is "1"
-                      (ALCE / Trust-Eval `_run_nli_autoais`, 001 §6.2).
+                      (ALCE / Trust-Eval `_run_nli_autoais`, arXiv:2506.15522 App. A).
   load_nli_judge      picks one of the two from the folder's config.json.
 
 They are evaluation / reward tools outside the jitted training path, so torch is acceptable here; the
@@ -106,7 +106,7 @@ class ClassifierNLIJudge(CachedNLI):
 class Seq2SeqNLIJudge(CachedNLI):
   """TRUE-style seq2seq NLI (google/t5_xxl_true_nli_mixture) from a local folder.
 
-  Exactly Trust-Eval's `_run_nli_autoais` (001 §6.2): input "premise: {P} hypothesis: {H}", greedy
+  Exactly Trust-Eval's `_run_nli_autoais` (arXiv:2506.15522 App. A): input "premise: {P} hypothesis: {H}", greedy
   `generate(max_new_tokens=10)`, decoded with special tokens skipped; entailed iff the text is "1".
   Batched with padding. When an input exceeds `max_input_tokens`, the premise's tail is cut so the
   hypothesis is always seen whole.

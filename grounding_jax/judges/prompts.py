@@ -1,241 +1,17 @@
-"""Judge prompts and the parsers that read judges' replies.
+"""The generic judge prompt and reply parser: LLM-as-NLI and the robust yes/no reading.
 
-A prompt and the parser of its reply are one wire format, so they live together. Prompts are chat
-messages (lists of {"role", "content"} dicts); `judges.llm` renders them for a backend.
-
-Sources (../shared/papers/):
-  - ARENA Table 8 / `src/gpt_eval.py` (002 §2.8) — also GRACE's evaluation judge (000 §6.4), whose
-    code counts a reply correct only when it is exactly "yes" (000 §6.3, §9 item 27).
-  - TruthRL's CRAG-style outcome judge (004 §2.5) and reasoning judge (004 §2.6): the INSTRUCTIONS
-    verbatim from the notes. Their few-shot blocks are not in the notes (see TRUTHRL_EXAMPLES below).
-  - An entailment question for LLM-as-NLI (ours; the papers use TRUE T5 for NLI, 001 §6.2).
+Prompts are chat messages (lists of {"role", "content"} dicts); `judges.llm` renders them for a
+backend. The papers' correctness-judge prompts and their reply parsers live with their recipes
+(grounding_jax/recipes/<recipe>/judge.py) and reach the judges as `judges.style.JudgeStyle` objects.
 
 Parsers never raise: they return True / False, or None when the reply cannot be read.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import os
-import pathlib
 import re
-from typing import Sequence
 
 Messages = list[dict[str, str]]
-
-# --- ARENA / GRACE answer-correctness judge ---------------------------------------------------------
-
-# ARENA `src/gpt_eval.py` (002 §2.8); GRACE `src/evaluator.py::_LLM_Judge` is the same text (000 §6.4).
-# Straight apostrophes, "\n" after the first block, "\n\n\n\n" between blocks.
-_ARENA_HEAD = ("*************Consider a knowledge Q&A RAG task to test the capability of a testing model, "
-               "the correct answer list is:*************\n")
-_ARENA_MID = "\n\n\n\n*************Here is the model's response:*************\n"
-_ARENA_TAIL = ("\n\n\n\n*************Please check if the model's answer is correct. As long as the model's "
-               "answer hits any item (or synonym) in the correct answer list, it can be considered correct. "
-               "You only need to answer \"yes\" or \"no\".*************")
-# ARENA sends this system message; GRACE sends the prompt as a single user message.
-ARENA_SYSTEM = "You are an intelligent AI assistant."
-
-
-def arena_judge_prompt(golds: Sequence[str], response: str) -> str:
-  """ARENA's judge prompt. `{correct_answer}` is Python's `str(list_of_labels)` (002 §2.8)."""
-  return _ARENA_HEAD + str(list(golds)) + _ARENA_MID + response + _ARENA_TAIL
-
-
-def grace_judge_prompt(golds: Sequence[str], response: str) -> str:
-  """GRACE's judge prompt: ARENA's text with the gold answers joined by newlines (000 §6.4)."""
-  return _ARENA_HEAD + "\n".join(golds) + _ARENA_MID + response + _ARENA_TAIL
-
-
-def arena_messages(question: str, golds: Sequence[str], response: str) -> Messages:
-  del question  # ARENA's judge never sees the question.
-  return [{"role": "system", "content": ARENA_SYSTEM},
-          {"role": "user", "content": arena_judge_prompt(golds, response)}]
-
-
-def grace_messages(question: str, golds: Sequence[str], response: str) -> Messages:
-  del question
-  return [{"role": "user", "content": grace_judge_prompt(golds, response)}]
-
-
-# GRACE scores unanswerable items by judging the response against these refusals (000 §6.3, App. A.5).
-GRACE_JUDGE_REFUSALS = (
-    "I don't know.",
-    "The provided evidence is not enough to answer the question.",
-    "I apologize, but I couldn't find an answer to your question in the search results.",
-)
-
-# --- TruthRL / CRAG outcome judge --------------------------------------------------------------------
-
-# 004 §2.5 "Restored instructions", identical to TruthRL's `INSTRUCTIONS` (CRAG's step "not sure → 0"
-# removed). Kept byte-for-byte, including the trailing space after the last sentence.
-TRUTHRL_INSTRUCTIONS = """Assume you are a human expert in grading predictions given by a model. You are given a question and a model prediction. Judge if the prediction matches the ground truth answer by following these steps:
-1: Take it as granted that the Ground Truth is always correct.
-2: If the Prediction exactly matches the Ground Truth, "score" is 1.
-3: If the Prediction does not exactly match the Ground Truth, go through the following steps and likely give a score as 0.
-4: If the Ground Truth is a number, "score" is 1 if and only if the Prediction gives a number that almost exactly matches the ground truth.
-5: If the Prediction is self-contradictory, "score" must be 0.
-6: If the prediction is not answering the question, "score" must be 0.
-7: If the prediction is a concise and correct summary of the ground truth, "score" is 1.
-8: If ground truth contains a set of items, prediction must contain exactly same items for the score to be 1.
-9: Otherwise, "score" is 0.
-
-### Output a JSON blob with an "explanation" field explaining your answer as short as possible and an "score" field with value 1 or 0. 
-"""
-
-# Few-shot blocks. The paper's outcome block is CRAG's IN_CONTEXT_EXAMPLES with TruthRL's edits: 36
-# examples, 9,478 characters (004 §2.5); its reasoning block has 3 traces (004 §2.6). The notes
-# describe them but do not hold their text, and the text ships only with the authors' code
-# (CC-BY-NC 4.0), so it is not copied here. The judges use the paper's block when it is supplied as
-# a file — the judge option `examples_path=`, or the files `truthrl_examples.txt` /
-# `truthrl_reasoning_examples.txt` in the folder $GJ_TRUTHRL_PROMPTS — each holding exactly the string
-# `IN_CONTEXT_EXAMPLES` / `IN_CONTEXT_EXAMPLES_REASONING` of TruthRL's `evaluation/prompts.py` (UTF-8,
-# nothing added). Its SHA-256 (of the authors' string, computed from their release) is checked, so a
-# wrong or edited file is refused. Without it, OUR short sets below stand in, with a warning.
-TRUTHRL_EXAMPLES_SHA256 = "1279e02a64e4c1a21a4f6115c84af1615f7797c426a4500555d6a82b34bdb658"
-TRUTHRL_REASONING_EXAMPLES_SHA256 = "c409de78e69264ab6dff444f6ee9379d590812da9e774c22c900497e4cf8ce45"
-PAPER_EXAMPLES_ENV = "GJ_TRUTHRL_PROMPTS"
-_PAPER_FILES = {"truthrl": ("truthrl_examples.txt", TRUTHRL_EXAMPLES_SHA256),
-                "truthrl_reasoning": ("truthrl_reasoning_examples.txt", TRUTHRL_REASONING_EXAMPLES_SHA256)}
-
-# OUR short outcome set, written from the behaviours 004 §2.5 lists (no answer → 0, false premise
-# stated → 1, self-contradiction → 0, abbreviation → 1, rounding → 1 / 0, set answers need the same
-# items, concise summary → 1, date format mismatch → 0).
-TRUTHRL_EXAMPLES = """You should make the judgment based on provided examples.
-Examples:
-Question: "which river is longer, the danube or the rhine?"
-Ground Truth: "the danube"
-Prediction: "there is not enough information to say which river is longer."
-Output: {"score": 0, "explanation": "The prediction did not provide an answer."}
-
-Question: "in which year did isaac newton win the nobel prize?"
-Ground Truth: "invalid question"
-Prediction: "isaac newton never won a nobel prize; it did not exist in his lifetime."
-Output: {"score": 1, "explanation": "The prediction says the premise is false, so the question is invalid."}
-
-Question: "which is heavier, x or y?"
-Ground Truth: "x"
-Prediction: "x is heavier. x weighs 3 kg and y weighs 5 kg."
-Output: {"score": 0, "explanation": "The prediction is self-contradictory."}
-
-Question: "who wrote hamlet?"
-Ground Truth: "william shakespeare"
-Prediction: "w. shakespeare"
-Output: {"score": 1, "explanation": "w is the abbreviation of william."}
-
-Question: "how tall is the statue?"
-Ground Truth: "93 m"
-Prediction: "the statue is 92.99 metres tall."
-Output: {"score": 1, "explanation": "The number matches the ground truth after rounding."}
-
-Question: "what is the market value of company z?"
-Ground Truth: "4.52 billion"
-Prediction: "4.1 billion"
-Output: {"score": 0, "explanation": "The number does not match the ground truth."}
-
-Question: "which planets have rings?"
-Ground Truth: "jupiter, saturn, uranus, neptune"
-Prediction: "saturn and uranus"
-Output: {"score": 0, "explanation": "The prediction misses items that are in the ground truth."}
-
-Question: "who scored more goals, p or q?"
-Ground Truth: "p scored more goals than q, with 31 goals against q's 24."
-Prediction: "p"
-Output: {"score": 1, "explanation": "The prediction is a concise and correct summary of the ground truth."}
-
-Question: "when was the bridge opened?"
-Ground Truth: "1932-03-19"
-Prediction: "03/20/1932"
-Output: {"score": 0, "explanation": "The prediction does not match the ground truth."}
-"""
-
-
-def truthrl_messages(question: str, gold: str, prediction: str, *,
-                     examples: str = TRUTHRL_EXAMPLES) -> Messages:
-  """TruthRL's message layout (004 §2.5): system = INSTRUCTIONS + "\\n" + examples; one gold alias.
-
-  The user message keeps the code's single leading space before "Ground truth" and "Prediction".
-  """
-  return [{"role": "system", "content": TRUTHRL_INSTRUCTIONS + "\n" + examples},
-          {"role": "user", "content": f"Question: {question}\n Ground truth: {gold}\n Prediction: {prediction}\n"}]
-
-
-# TruthRL's reasoning-quality judge (004 §2.6, Table 12): the restored INSTRUCTIONS_REASONING verbatim.
-TRUTHRL_REASONING_INSTRUCTIONS = """Assume you are a human expert in evaluating the usefulness of model-generated reasoning. You are given a question and a model-generated reasoning. Judge if the reasoning provides precise information to correctly answer the question by following these steps:
-1: Evaluate if the reasoning directly addresses the question.
-2: Check if the key points in the reasoning are relevant to the query.
-3: If the reasoning provides precise and relevant information, "score" is 1.
-4: If the reasoning is vague, unrelated, or does not address the question, "score" is 0.
-
-### Output a JSON blob with an "explanation" field explaining your answer as short as possible and a "score" field with value 1 or 0.
-"""
-
-# OUR short reasoning set (the paper's 3 traces: see above), of the two behaviours 004 §2.6 names (an
-# unsupported guess scores 0; precise, relevant reasoning scores 1).
-TRUTHRL_REASONING_EXAMPLES = """You should make the judgment based on provided examples.
-Examples:
-Question: "how many moons does mars have?"
-Ground Truth: "2"
-Reasoning: "<think>The references talk about Jupiter's moons and do not mention Mars. Planets usually have several moons, so Mars probably has 2.</think>\nFinal Answer: \\boxed{2}"
-Output: {"score": 0, "explanation": "The reasoning relies on an unsubstantiated guess."}
-
-Question: "who painted the mona lisa?"
-Ground Truth: "leonardo da vinci"
-Reasoning: "<think>Document [1] states that the Mona Lisa was painted by Leonardo da Vinci in the early 16th century.</think>\nFinal Answer: \\boxed{Leonardo da Vinci}"
-Output: {"score": 1, "explanation": "The reasoning cites the precise fact that answers the question."}
-"""
-
-
-def truthrl_reasoning_messages(question: str, gold: str, response: str, *,
-                               examples: str = TRUTHRL_REASONING_EXAMPLES) -> Messages:
-  """TruthRL's reasoning judge layout (004 §2.6): the FULL response (think + answer) is judged."""
-  return [{"role": "system", "content": TRUTHRL_REASONING_INSTRUCTIONS + "\n" + examples},
-          {"role": "user", "content": f"Question: {question}\n Ground Truth: {gold}\n Reasoning: {response}\n"}]
-
-
-def read_paper_examples(path: str | os.PathLike, style: str = "truthrl") -> str:
-  """The paper's few-shot block for `style` ("truthrl" | "truthrl_reasoning") from a UTF-8 file,
-  checked against the SHA-256 of the authors' string.
-
-  Raises:
-    FileNotFoundError: no such file. ValueError: its SHA-256 differs (names the file and both hashes).
-  """
-  name, want = _PAPER_FILES[style]
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise FileNotFoundError(f"{path}: no such file; it should hold TruthRL's few-shot block for the "
-                            f"{style!r} judge (see judges/prompts.py, {name})")
-  text = path.read_bytes().decode("utf-8")
-  got = hashlib.sha256(text.encode("utf-8")).hexdigest()
-  if got != want:
-    raise ValueError(f"{path}: SHA-256 {got} is not that of TruthRL's {style!r} few-shot block "
-                     f"({want}); the file must hold exactly the authors' string (UTF-8, no added "
-                     "newline or BOM)")
-  return text
-
-
-_warned_short_examples: set[str] = set()
-
-
-def truthrl_examples(style: str = "truthrl", examples_path: str | os.PathLike | None = None) -> str:
-  """The few-shot block a TruthRL-style judge uses: the paper's (from `examples_path`, else from
-  $GJ_TRUTHRL_PROMPTS/<file> when that variable is set), else our short set, with a warning once."""
-  if style not in _PAPER_FILES:
-    raise ValueError(f"truthrl_examples: style={style!r}; use one of {sorted(_PAPER_FILES)}")
-  if examples_path:
-    return read_paper_examples(examples_path, style)
-  folder = os.environ.get(PAPER_EXAMPLES_ENV)
-  if folder:
-    return read_paper_examples(pathlib.Path(folder) / _PAPER_FILES[style][0], style)
-  if style not in _warned_short_examples:
-    _warned_short_examples.add(style)
-    logging.warning("the %s judge uses OUR short few-shot examples, not the paper's block "
-                    "(004 §2.5/§2.6); for an exact reproduction give examples_path= or $%s "
-                    "(see grounding_jax/judges/prompts.py)", style, PAPER_EXAMPLES_ENV)
-  return TRUTHRL_EXAMPLES if style == "truthrl" else TRUTHRL_REASONING_EXAMPLES
-
 
 # --- LLM as NLI judge ---------------------------------------------------------------------------------
 
@@ -243,7 +19,8 @@ NLI_SYSTEM = "You are a careful fact-checker. You answer with a single word: yes
 
 
 def nli_messages(premise: str, hypothesis: str) -> Messages:
-  """Asks whether `premise` entails `hypothesis` (ours; the papers' NLI judge is TRUE T5, 001 §6.2)."""
+  """Asks whether `premise` entails `hypothesis` (ours; Ground-GRPO's NLI judge is TRUE T5,
+  arXiv:2506.15522 §3.4, App. A)."""
   user = (f"Premise:\n{premise}\n\nHypothesis:\n{hypothesis}\n\n"
           "Is the hypothesis fully supported by the premise alone, so that the premise entails it? "
           "Answer \"yes\" or \"no\".")
@@ -270,58 +47,5 @@ def parse_yes_no(reply: object) -> bool | None:
   return m.group(1).lower() == "yes"
 
 
-def parse_yes_no_arena(reply: object) -> bool | None:
-  """ARENA's code: 'yes' in reply.lower() → 1, elif 'no' in it → 0, else 0.5 (here None) (002 §2.8)."""
-  if not isinstance(reply, str):
-    return None
-  r = reply.lower()
-  if "yes" in r:
-    return True
-  if "no" in r:
-    return False
-  return None
-
-
-def parse_yes_no_grace(reply: object) -> bool | None:
-  """GRACE's code: correct iff reply.lower() == "yes" exactly, no strip ("Yes." is wrong) (000 §6.3)."""
-  if not isinstance(reply, str):
-    return None
-  return reply.lower() == "yes"
-
-
-_BRACES_RE = re.compile(r"\{[^{}]*\}", re.DOTALL)
-_SCORE_RE = re.compile(r'"score"\s*:\s*(\d+)')
-
-
-def parse_json_score(reply: object) -> bool | None:
-  """CRAG/TruthRL parsing (004 §2.5): the LAST {...} block, `"score"\\s*:\\s*(\\d+)`; 1 → True, 0 → False.
-
-  Any other value, no block, or no score → None ("not correct", counted by the caller). If the last
-  block has no score we fall back to json-decoding it, then to the last score anywhere in the reply.
-  """
-  if not isinstance(reply, str):
-    return None
-  blocks = _BRACES_RE.findall(reply)
-  value = None
-  if blocks:
-    m = _SCORE_RE.search(blocks[-1])
-    if m is not None:
-      value = m.group(1)
-    else:
-      try:
-        obj = json.loads(blocks[-1])
-        if isinstance(obj, dict) and isinstance(obj.get("score"), (int, str)):
-          value = str(obj["score"]).strip()
-      except (ValueError, RecursionError):
-        value = None
-  if value is None:
-    found = _SCORE_RE.findall(reply)
-    value = found[-1] if found else None
-  if value == "1":
-    return True
-  if value == "0":
-    return False
-  return None
-
-
-YES_NO_PARSERS = {"robust": parse_yes_no, "arena": parse_yes_no_arena, "grace": parse_yes_no_grace}
+# Reply parsers any style may pick by name (judge option `parser=`); styles add their papers' own.
+PARSERS = {"robust": parse_yes_no}

@@ -1,20 +1,25 @@
-"""One home per paper recipe: prompts, stop strings, parser, reward, evaluator, rollout, eval decoding.
+"""One folder per paper recipe: prompts, stop strings, parser, reward, evaluator, judge, rollout, data mix.
 
-    recipe = get_recipe("grace")
+    recipe = get_recipe(NAME)                                   # one of available_recipes()
     prompt = recipe.render_prompt(example, tokenizer)          # the paper's prompt, chat-templated
-    reward = recipe.reward(alpha=2.0, beta=3.0)                 # a RewardFn
+    reward = recipe.reward(**options)                           # a RewardFn
     table = recipe.evaluate(completions, examples, judge=...)   # the paper's metrics
 
-  grace              GRACE                   evidence or own-knowledge path, gated ROUGE-L reward
-  trust_stage1/2     Ground-GRPO (Lessons)   cited answers (NLI) or refusals; two training stages
-  arena              ARENA                   relevance / analysis / answer, EM + relevance + bonus
-  lear               LEAR                    reason + extract, answers from hard-masked contexts
-  truthrl            TruthRL                 boxed answer or "I don't know", ternary reward
-  naive              naive GRPO baseline     think / answer format + exact match
+  grace/     GRACE, arXiv:2601.04525                 evidence or own-knowledge path, gated ROUGE-L reward
+  trust/     Ground-GRPO (Lessons), arXiv:2506.15522  cited answers (NLI) or refusals; two training stages
+  arena/     ARENA, arXiv:2505.13258                 relevance / analysis / answer, EM + relevance + bonus
+  lear/      LEAR, arXiv:2507.15586                  reason + extract, answers from hard-masked contexts
+  truthrl/   TruthRL, arXiv:2509.25760               boxed answer or "I don't know", ternary reward
+  naive/     ARENA's naive GRPO baseline             think / answer format + exact match
 
-The registry is the `RECIPES` dict of every module in this package: a new recipe is one new file
-(plus a config in configs/); `register_recipe` adds one from outside the package. Reward names are the
-recipe names plus each recipe's `reward_variants` (e.g. "truthrl_binary").
+Each folder holds everything its paper fixes (recipe.py: prompts, parser, evaluation and the Recipe;
+reward.py, judge.py, rollout.py where the paper has one) and nothing else names the recipe: the
+layers below take what they need from the Recipe object (judge styles, report footnote, data mixes).
+base.py is the Recipe interface, gold.py what every gold completion is built from.
+
+The registry is the `RECIPES` dict of every module or folder in this package: a new recipe is one
+new folder (plus a config in configs/); `register_recipe` adds one from outside the package. Reward
+names are the recipe names plus each recipe's `reward_variants` (e.g. a "<recipe>_binary" scheme).
 """
 
 from __future__ import annotations
@@ -84,6 +89,24 @@ def get_reward(name: str, **options: Any) -> RewardFn:
     raise ValueError(f"reward {name!r}: bad options {sorted(options)}: {e}") from e
 
 
+def evaluator(name: str) -> Recipe:
+  """The recipe whose evaluator `name` names: a registered recipe, or one of a recipe's `aliases`."""
+  for recipe in _REGISTRY.values():
+    if name in recipe.aliases:
+      return recipe
+  return get_recipe(name)
+
+
+def data_presets() -> dict[str, Any]:
+  """Every recipe's data mixes (`Recipe.data_presets`): preset name -> data.mixture.Preset."""
+  out: dict[str, Any] = {}
+  for recipe in _REGISTRY.values():
+    for name, preset in recipe.data_presets.items():
+      if out.setdefault(name, preset) is not preset:
+        raise ValueError(f"data preset {name!r} is defined by two recipes; rename one.")
+  return dict(sorted(out.items()))
+
+
 def render_prompt(name: str, example, tokenizer: Any = None, **kw: Any) -> str:
   """`get_recipe(name).render_prompt(example, tokenizer, **kw)` (see Recipe.render_prompt)."""
   return get_recipe(name).render_prompt(example, tokenizer, **kw)
@@ -91,5 +114,5 @@ def render_prompt(name: str, example, tokenizer: Any = None, **kw: Any) -> str:
 
 _discover()
 
-__all__ = ["Decoding", "Recipe", "RewardFn", "available_recipes", "available_rewards", "get_recipe",
-           "get_reward", "register_recipe", "render_prompt"]
+__all__ = ["Decoding", "Recipe", "RewardFn", "available_recipes", "available_rewards", "data_presets",
+           "evaluator", "get_recipe", "get_reward", "register_recipe", "render_prompt"]

@@ -11,7 +11,12 @@ The RL trainer reads all of this through `get_recipe(name)` and never names a re
 A recipe also writes the gold completion of an example in its own format (`gold_completion`): the
 target of its paper's SFT baseline, used by sft/data.py to build SFT rows from Examples.
 
-Shared pieces for the recipe files: `fill` (template placeholders), `render` (chat template),
+A recipe also carries what the layers below it take as arguments: its judge styles (`judge_styles`,
+the papers' correctness-judge prompts and reply parsers, for `judges/`), what it counts as abstaining
+in a report (`abstention`, for eval/report.py) and its papers' data mixes (`data_presets`, for
+data/mixture.py and launch/build_data.py).
+
+Shared pieces for the recipe folders: `fill` (template placeholders), `render` (chat template),
 `Decoding`, `RewardFn`, the example checks every reward uses, and what a gold completion is built
 from (`has_answer_in_context`, `gold_answer`, `gold_support`).
 """
@@ -25,7 +30,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from grounding_jax import judges
 from grounding_jax import text
+from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models.tokenizer import render_chat
 from grounding_jax.sampling import rollout as rollout_lib
@@ -230,6 +237,11 @@ def column_mean(values: Any) -> float:
   return float(v.mean()) if v.size else 0.0
 
 
+# What `says_unanswerable` counts, in words, for the report of a recipe whose paper defines no abstention.
+DEFAULT_ABSTENTION = ("an answer that is Trust-Score's refusal or says \"I don't know\" (the paper "
+                      "defines no abstention)")
+
+
 def says_unanswerable(answer: str) -> bool:
   """Abstention for recipes whose papers define none (ARENA, LEAR, naive): the stated answer is
   Trust-Score's refusal (fuzzy match of its refusal flag, `text.is_refusal`) or contains TruthRL's
@@ -244,7 +256,7 @@ class Recipe(abc.ABC):
 
   Attributes:
     name: the registry name (get_recipe(name)).
-    paper: the paper and note it reproduces.
+    paper: the paper it reproduces, with its arXiv id.
     templates: template name -> builder(example, **options) -> Messages; "default" is the training
       prompt, other names are the paper's baselines (e.g. GRACE's 3-shot prompts).
     stop: stop strings the rollout and evaluation sampling honour.
@@ -254,6 +266,13 @@ class Recipe(abc.ABC):
     headline_metric: the key of `evaluate`'s result that the paper ranks models by.
     metric_columns: the keys of `evaluate`'s result in the order of the paper's main table.
     rollout_extras: the per-completion extras its `rollout` passes to the reward (LEAR's answers).
+    judge_styles: style name -> judges.JudgeStyle, the correctness judges its paper defines (the
+      first is the default); `judge_spec` resolves a config's `style=` name with them.
+    abstention: what "abstained" means in its per-example columns, for the report's footnote.
+    data_presets: preset name -> data.mixture.Preset, its papers' data mixes (build_data --preset).
+    aliases: other names `eval.paper_eval.evaluate` accepts for this recipe's evaluator.
+    required_judges: the reward options its default reward cannot do without, each a judge: "nli"
+      (an NLI judge) or "judge" (a correctness judge); benchmarks pass stand-ins by these names.
   """
 
   name: str = ""
@@ -265,6 +284,11 @@ class Recipe(abc.ABC):
   headline_metric: str = ""
   metric_columns: tuple[str, ...] = ()
   rollout_extras: tuple[str, ...] = ()
+  judge_styles: Mapping[str, judges.JudgeStyle] = {}
+  abstention: str = DEFAULT_ABSTENTION
+  data_presets: Mapping[str, mixture.Preset] = {}
+  aliases: tuple[str, ...] = ()
+  required_judges: tuple[str, ...] = ()
 
   # --- prompts
   def messages(self, example: Example, *, template: str = "default", **options: Any) -> Messages:
@@ -330,12 +354,18 @@ class Recipe(abc.ABC):
     del round_
     return {}
 
+  # --- judges
+  def judge_spec(self, spec: Any) -> Any:
+    """A judge config value with its `style=` name resolved to this recipe's JudgeStyle (see
+    judges.with_style); other values pass through."""
+    return judges.with_style(spec, self.judge_styles)
+
   # --- supervised targets
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
     """The completion this recipe's format gives `example`: the gold answer (and evidence or
     citations, as the format asks), or the recipe's abstention when the context lacks the answer.
     It is the target of the paper's SFT baseline where the paper states one (each recipe cites its
-    note; where it does not, the recipe file says what it chose). `style` names another target a
+    paper; where it does not, the recipe folder says what it chose). `style` names another target a
     paper's baselines use (e.g. ARENA's "direct"); sft/data.py builds SFT rows from it.
 
     Raises:

@@ -1,6 +1,6 @@
 """Gold SFT completions' shared parts: whether an example's passages hold its answer, its gold answer,
 the gold evidence sentences with the passages they cite, and a guard for tag formats that forbid "<".
-Each recipe's `gold_completion` (recipes/<paper>.py) assembles its own format from these."""
+Each recipe's `gold_completion` (recipes/<recipe>/recipe.py) assembles its own format from these."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from grounding_jax.data.schema import Example
 
 def has_answer_in_context(example: Example) -> bool:
   """Do the example's passages hold its answer? `answerable` when set, else whether it has gold
-  evidence or gold passages (GRACE's rule for unlabelled rows, note 000 §3.3)."""
+  evidence or gold passages (GRACE's rule for unlabelled rows, from the authors' `src/custom_reward_v2.py`)."""
   if example.answerable is not None:
     return bool(example.answerable)
   return bool(any(e for e in example.evidence) or example.gold_passage_ids)

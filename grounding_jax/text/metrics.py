@@ -4,19 +4,20 @@ Every recipe and evaluator scores text through these functions so that a metric 
 everywhere. They are pure, deterministic and never raise on arbitrary (model-written) strings.
 
 * `normalize_answer`, `exact_match`, `token_f1`: the SQuAD v1.1 evaluation script's semantics.
-* `normalize_answer_arena`: ARENA's variant (punctuation becomes a space; ARENA note §3.3).
+* `normalize_answer_arena`: punctuation becomes a space (ARENA's evaluator, arXiv:2505.13258; also
+  GRACE's answer EM).
 * `hotpot_f1`: HotpotQA's official F1 (`hotpot_evaluate_v1.py`): SQuAD's, except that it is 0 when
   the normalised prediction or gold is "yes", "no" or "noanswer" and the two differ.
 * `em_f1`: mean EM and F1 over a batch with a named normaliser (`NORMALIZERS`; "hotpot" is SQuAD's
   normalisation with the HotpotQA F1 rule), per-row scores too.
 * `rouge_l_f1`: rouge-score 0.1.2 `RougeScorer(["rougeL"], use_stemmer=True)` F-measure, max over
-  references (GRACE note §3.4). Re-implemented for speed with the same tokenizer (cached Porter stems)
+  references (as GRACE's reward, arXiv:2601.04525 §3.2, Eq. 1). Re-implemented for speed with the same tokenizer (cached Porter stems)
   and an exact bit-parallel LCS; tests check equality with rouge-score.
 * `is_refusal`, `refusal_score`: Trust-Score's refusal test, fuzzywuzzy 0.18 `partial_ratio` (with
   python-Levenshtein's matcher) of the normalised refusal flag vs the normalised text, > 85
-  (Ground-GRPO note §3.3 project decision: rapidfuzz's optimal-window `partial_ratio` differs).
+  (Trust-Eval's code; rapidfuzz's optimal-window `partial_ratio` differs).
 * `is_abstention`: TruthRL's test, "i dont know" inside the normalised boxed answer, with curly
-  apostrophes mapped to "'" first (TruthRL note §3.3 [DECISION]).
+  apostrophes mapped to "'" first (TruthRL's code, arXiv:2509.25760 §4.1; the mapping is ours).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ import numpy as np
 from rapidfuzz import fuzz as rapidfuzz_fuzz
 from rapidfuzz.distance import Indel, LCSseq
 
-# Trust-Score: the gold refusal sentence (Ground-GRPO note §2.1) and the prefix Trust-Eval matches
-# against (its `refusal_flag`; note §3.2 and §9 A9: train and eval share this flag).
+# Trust-Score: the gold refusal sentence (arXiv:2506.15522 §3.2) and the prefix Trust-Eval matches
+# against (its `refusal_flag`; the training reward reads the same flag).
 REFUSAL_SENTENCE = "I apologize, but I couldn't find an answer to your question in the search results."
 REFUSAL_FLAG = "I apologize, but I couldn't find an answer"
 REFUSAL_THRESHOLD = 85.0  # fuzzy score on the 0-100 scale; refusal iff score > 85 (Trust-Eval)
@@ -53,7 +54,7 @@ def normalize_answer(s: str) -> str:
 
 
 # ARENA replaces punctuation (plus four quote marks) with a SPACE and underscores first ("U.S." ->
-# "u s"); its EM reward and metrics use this, not SQuAD's (ARENA note §3.3, §9 item 7).
+# "u s"); its EM reward and metrics use this, not SQuAD's (the authors' `src/evaluate.py`).
 _ARENA_PUNCT = frozenset(string.punctuation + "\u2018\u2019\u00b4`")
 
 
@@ -117,8 +118,9 @@ def em_f1(predictions: Sequence[str], golds: Sequence[Sequence[str]], *, normali
           scale: float = 100.0) -> dict[str, object]:
   """Mean exact match and unigram F1 (max over each row's aliases), × `scale`.
 
-  normalizer: a key of NORMALIZERS — "squad" (LEAR), "arena" (ARENA, and GRACE's answer EM: `_` and
-  punctuation become spaces, 002 §3.3), "truthrl", or "hotpot" (HotpotQA's official script: SQuAD's
+  normalizer: a key of NORMALIZERS — "squad" (SQuAD v1.1), "punct_to_space" (`_` and punctuation
+  become spaces: ARENA's, also GRACE's answer EM), "squad_quotes" (SQuAD's after curly apostrophes
+  become "'": TruthRL's), or "hotpot" (HotpotQA's official script: SQuAD's
   EM, and F1 with its yes / no / noanswer rule, `hotpot_f1`). A missing answer should be passed as ""
   (scores 0). Also returns per-row arrays "em_per_example" and "f1_per_example" in [0, 1].
   """
@@ -287,7 +289,7 @@ def is_refusal(text: str, *, reference: str = REFUSAL_FLAG,
   """Trust-Score refusal test: fuzzy partial_ratio of the refusal flag vs `text` > 85.
 
   Apply it to the answer only (the `<answer>` span, or the text after `</think>`): a refusal-like
-  phrase inside reasoning would otherwise count (Ground-GRPO note §6.2, §9 A10). Note that a partial
+  phrase inside reasoning would otherwise count (arXiv:2506.15522 App. A reads the answer). Note that a partial
   refusal ("X [1]. I apologize, but I couldn't find an answer to ...") also counts, as in Trust-Eval.
   """
   ref, hyp = normalize_answer(reference), normalize_answer(text)
@@ -305,7 +307,7 @@ _CURLY_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u00b4": "'", "`":
 
 
 def normalize_answer_truthrl(s: str) -> str:
-  """TruthRL's SQuAD normalisation after mapping ’ ‘ ´ ` to ' (TruthRL note §3.3 [DECISION])."""
+  """SQuAD normalisation after mapping ’ ‘ ´ ` to ' (TruthRL's abstention test; the mapping is ours)."""
   return normalize_answer(s.translate(_CURLY_QUOTES))
 
 
@@ -314,8 +316,9 @@ def is_abstention(boxed_answer: str) -> bool:
   return "i dont know" in normalize_answer_truthrl(boxed_answer)
 
 
-# The answer normalisers by the name configs and evaluators use (em_f1's `normalizer`).
-# "hotpot" normalises as SQuAD; em_f1 then scores F1 with hotpot_f1.
+# The answer normalisers by the name configs and evaluators use (em_f1's `normalizer`); the names say
+# what each does, not whose paper uses it. "hotpot" normalises as SQuAD; em_f1 then scores F1 with hotpot_f1.
 NORMALIZERS: dict[str, Callable[[str], str]] = {
-    "squad": normalize_answer, "arena": normalize_answer_arena, "truthrl": normalize_answer_truthrl,
+    "squad": normalize_answer, "punct_to_space": normalize_answer_arena,
+    "squad_quotes": normalize_answer_truthrl,
     "hotpot": normalize_answer}

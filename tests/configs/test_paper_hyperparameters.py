@@ -23,9 +23,8 @@ from typing import Any, Callable
 
 import pytest
 
-from grounding_jax.data import mixture
 from grounding_jax.eval import probing
-from grounding_jax.recipes import get_recipe, get_reward
+from grounding_jax.recipes import data_presets, get_recipe, get_reward
 from grounding_jax.rl import setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -176,7 +175,7 @@ ROWS = {
         "Distributed": NotAConfig("the mesh (config.mesh) replaces DeepSpeed ZeRO-2; same numerics"),
         "Rollout weight sync": NotAConfig("the sampler reads the trained parameters: every step samples "
                                           "the current policy, as the authors' per-step sync"),
-        "Seed": Paper((42, 123456), lambda c: (c.seed, mixture.PRESETS["arena"].seed)),
+        "Seed": Paper((42, 123456), lambda c: (c.seed, data_presets()["arena"].seed)),
         "In-training eval": Paper(25, lambda c: c.get("evals", {}).get("every_steps")),
         "Software": NotAConfig("software versions"),
         "Llama run": NotAConfig("the model is config.model.path"),

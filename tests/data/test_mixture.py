@@ -101,25 +101,3 @@ def test_draw_specs_and_errors(tmp_path):
   with pytest.raises(ValueError, match="no answerability labels"):
     mixture.build_mixture([Draw("train", "hotpotqa", "train", 2, 1)],
                           {("hotpotqa", "train"): unlabelled}, seed=0)
-
-
-def test_presets_are_the_papers_mixes():
-  # (preset, split, source, role, count, answerable) as notes 000 §4.5, 001 §4 and 002 §4 give them.
-  want = {
-      "grace_hotpotqa": [("train", "hotpotqa", "train", 2000, None), ("test", "hotpotqa", "eval", 500, None)],
-      "grace_qasper": [("train", "qasper", "train", None, None), ("test", "qasper", "eval", None, None)],
-      "arena": [("train", "hotpotqa", "train", 10000, None), ("train", "2wikimultihopqa", "train", 10000, None),
-                ("train", "musique", "train", 5000, None)]
-               + [(f"test_{d}", d, "eval", 500, None) for d in ("hotpotqa", "2wikimultihopqa", "musique")],
-      "trust": [("stage1", d, "train", 100, 100) for d in ("asqa", "qampari", "eli5")]
-               + [("stage2", d, "train", 1000, 500) for d in ("asqa", "qampari", "eli5")],
-  }
-  assert set(mixture.PRESETS) == set(want)
-  for name, rows in want.items():
-    preset = mixture.PRESETS[name]
-    got = [Draw.parse(s) for s in preset.draws]
-    assert [(d.split, d.source, d.role, d.count, d.answerable) for d in got] == rows, name
-    assert all(s in readers.available_readers() for s in {d.source for d in got}), name
-  assert [mixture.PRESETS[n].seed for n in ("grace_hotpotqa", "arena", "trust")] == [123456, 123456, 42]
-  assert mixture.PRESETS["arena"].holdout == "heldout=train:500"
-  assert mixture.PRESETS["grace_hotpotqa"].grace_construct and not mixture.PRESETS["arena"].grace_construct

@@ -10,8 +10,10 @@ from rouge_score import rouge_scorer
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax import recipes
 from grounding_jax.eval import paper_eval
-from grounding_jax.recipes import trust
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.trust import recipe as trust
 from grounding_jax import text
+from grounding_jax.recipes.arena import judge as arena_judge
 
 
 class RuleJudge:
@@ -67,9 +69,9 @@ def test_grace_eval():
 
 
 def test_grace_evidence_rouge_l_table5():
-  # Table 5's ER (note 000 §6.3): ROUGE-L F1 (rouge-score, stemming) of the <evidence> content after
-  # </think> against the gold evidence, max over references, averaged over answerable items (0 when
-  # a response quotes no evidence). Reference: rouge-score itself, and note §3.7's example 2.
+  # Table 5's ER (arXiv:2601.04525 App. C.1): ROUGE-L F1 (rouge-score, stemming) of the <evidence>
+  # content after </think> against the gold evidence, max over references, averaged over answerable items (0 when
+  # a response quotes no evidence). Reference: rouge-score itself, and a worked example of GRACE's reward.
   scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
   gold = "The Stanegate ran through the natural gap formed by the valleys of the Tyne and Irthing."
   quote = "The Stanegate ran through the valleys of the Tyne and Irthing."
@@ -102,13 +104,13 @@ def test_arena_eval():
   assert out["lj"] == pytest.approx(0.5)
   # With an LLM judge, a reply with neither "yes" nor "no" earns ARENA's half credit.
   from grounding_jax import judges
-  llm = judges.LLMCorrectnessJudge(lambda prompts: ["maybe"] * len(prompts), style="arena", parser="arena")
+  llm = judges.LLMCorrectnessJudge(lambda prompts: ["maybe"] * len(prompts), style=arena_judge.STYLE, parser="arena")
   out = paper_eval.evaluate("arena", completions, examples, judge=llm)
   assert out["lj"] == pytest.approx((1 + 0.5) / 2)  # q1 exact match (no call), q2 unreadable
 
 
 def test_truthrl_eval_worked_example():
-  # TruthRL note §3.4: 10 questions, 5 correct, 2 abstain, 3 other → Acc 50, Unc 20, Hall 30, T 20.
+  # TruthRL (arXiv:2509.25760 §4.1): 10 questions, 5 correct, 2 abstain, 3 other → Acc 50, Unc 20, Hall 30, T 20.
   examples = [_ex(f"q{i}", ["Paris"]) for i in range(10)]
   completions = (["<think>.</think> \\boxed{Paris}"] * 5 + ["\\boxed{I don't know}", "\\boxed{I don’t know}"]
                  + ["\\boxed{Lyon}", "no box at all", "\\boxed{invalid question}"])
@@ -144,7 +146,7 @@ def test_lear_eval():
               _ex("q2", ["Rome"], passages=("a b c d e",))]
   rollouts = ["<reason>r</reason><extract>two words</extract>", "<reason>r</reason><extract></extract>"]
   readers = ["<answer>Paris</answer>", "the city of Rome"]
-  out = paper_eval.evaluate_lear(readers, rollouts, examples)
+  out = lear.evaluate(rollouts, examples, reader_outputs=readers)
   assert out["em"] == pytest.approx(50.0)
   assert out["f1"] == pytest.approx(100 * (1 + 2 * (1 / 3) * 1 / (1 / 3 + 1)) / 2)
   assert out["cr_total"] == pytest.approx(15 / 2) and out["n_empty"] == 1
@@ -153,8 +155,8 @@ def test_lear_eval():
   assert recipes.get_recipe("lear").table(by_name) == recipes.get_recipe("lear").table(out)
   # HotpotQA's official rule on request: a yes / no gold is all or nothing.
   yes = [_ex("q3", ["yes"])]
-  squad = paper_eval.evaluate_lear(["yes, it is"], ["<extract>e</extract>"], yes)
-  hotpot = paper_eval.evaluate_lear(["yes, it is"], ["<extract>e</extract>"], yes, normalizer="hotpot")
+  squad = lear.evaluate(["<extract>e</extract>"], yes, reader_outputs=["yes, it is"])
+  hotpot = lear.evaluate(["<extract>e</extract>"], yes, reader_outputs=["yes, it is"], normalizer="hotpot")
   assert squad["f1"] == pytest.approx(50.0) and hotpot["f1"] == 0.0
 
 

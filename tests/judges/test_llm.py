@@ -1,5 +1,6 @@
-"""LLM judges (judges/llm.py): the papers' judge prompts, reply parsing, and the logic around the
-backend; then the judges on our own sampler, single-device and sharded from a config spec.
+"""LLM judges (judges/llm.py): the logic around the backend in the papers' styles (their prompts and
+parsers are tested in tests/recipes/test_judge_styles.py); then the judges on our own sampler,
+single-device and sharded from a config spec.
 
 Fake LLM backends are used only where the assertion is about logic around the judge (exact-match
 short-circuit, per-alias early exit, parsing, counting); the sampler tests compare with the same
@@ -14,7 +15,9 @@ from hypothesis import strategies as st
 from grounding_jax import judges
 from grounding_jax.judges import base as judges_base
 from grounding_jax.judges import from_config as judges_build
-from grounding_jax.judges import prompts as jp
+from grounding_jax.recipes.arena import judge as arena_judge
+from grounding_jax.recipes.grace import judge as grace_judge
+from grounding_jax.recipes.truthrl import judge as truthrl_judge
 
 # --- LLM judges: parsing and the logic around the backend -------------------------------------------
 
@@ -29,54 +32,14 @@ class FakeBackend:
     return [self.rule(p) for p in prompts]
 
 
-def test_arena_and_grace_prompts_are_the_papers_strings():
-  # ARENA `src/gpt_eval.py` as recorded in 002 §2.8 (typed here independently of the module).
-  answer, golds = "Paris", ["Paris", "City of Light"]
-  expected = ('*************Consider a knowledge Q&A RAG task to test the capability of a testing model, the correct answer list is:*************\n' + str(golds)
-              + '\n\n\n\n*************Here is the model\'s response:*************\n' + answer
-              + '\n\n\n\n*************Please check if the model\'s answer is correct. As long as the model\'s answer hits any item (or synonym) in the correct answer list, it can be considered correct. You only need to answer "yes" or "no".*************')
-  assert jp.arena_judge_prompt(golds, answer) == expected
-  assert jp.grace_judge_prompt(golds, answer) == expected.replace(str(golds), "Paris\nCity of Light")
-  msgs = jp.truthrl_messages("q?", "g", "p")
-  assert msgs[0]["content"].startswith(jp.TRUTHRL_INSTRUCTIONS + "\nYou should make the judgment")
-  assert msgs[1]["content"] == "Question: q?\n Ground truth: g\n Prediction: p\n"
-
-
-@pytest.mark.parametrize("reply,robust,arena,grace", [
-    ("yes", True, True, True), ("Yes.", True, True, False), ("**No**", False, False, False),
-    ("no", False, False, False), ("I think the answer is yes", True, True, False),
-    ("Nope", None, False, False), ("", None, None, False), (None, None, None, None),
-    ("<think>no wait</think> yes", True, True, False)])
-def test_yes_no_parsers(reply, robust, arena, grace):
-  assert jp.parse_yes_no(reply) is robust
-  assert jp.parse_yes_no_arena(reply) is arena
-  assert jp.parse_yes_no_grace(reply) is grace
-
-
-@pytest.mark.parametrize("reply,expected", [
-    ('{"score": 1, "explanation": "ok"}', True), ('{"explanation": "x", "score": 0}', False),
-    ('bla {"score": 0} then {"score": 1}', True), ('{"score": 2}', None), ("score is 1", None),
-    ('```json\n{"explanation": "a", "score":1}\n```', True), ('{"score": "1"}', True), ("{", None),
-    (12, None), ('{"explanation": "{nested}", "score": 1}', True)])
-def test_json_score_parser(reply, expected):
-  assert jp.parse_json_score(reply) is expected
-
-
 _REPLY_TEXT = st.one_of(st.text(max_size=200), st.sampled_from(['{"score": 1}', "yes", "No.", "{", "}{", '"score":']))
-
-
-@settings(max_examples=200, deadline=None)
-@given(reply=_REPLY_TEXT)
-def test_parsers_never_raise_on_arbitrary_replies(reply):
-  for parse in (jp.parse_yes_no, jp.parse_yes_no_arena, jp.parse_yes_no_grace, jp.parse_json_score):
-    assert parse(reply) in (True, False, None)
 
 
 @settings(max_examples=50, deadline=None)
 @given(replies=st.lists(_REPLY_TEXT, min_size=3, max_size=3), preds=st.lists(st.text(max_size=30), min_size=3,
                                                                                max_size=3))
 def test_correctness_judge_never_raises_on_model_text(replies, preds):
-  for style in ("truthrl", "arena", "grace"):
+  for style in (truthrl_judge.STYLE, arena_judge.STYLE, grace_judge.STYLE):
     it = iter(replies * 3)
     judge = judges.LLMCorrectnessJudge(lambda prompts: [next(it) for _ in prompts], style=style, cache=False)
     out = judge(["q"] * 3, preds, [["gold"], ["a", "b"], ["c"]])
@@ -85,21 +48,21 @@ def test_correctness_judge_never_raises_on_model_text(replies, preds):
 
 def test_correctness_judge_em_short_circuit_and_empty():
   backend = FakeBackend(lambda p: "yes")
-  judge = judges.LLMCorrectnessJudge(backend, style="arena")
+  judge = judges.LLMCorrectnessJudge(backend, style=arena_judge.STYLE)
   out = judge(["q1", "q2", "q3", "q4"], ["The Beatles", "Fab Four", "  ", "Lennon"],
               [["beatles"], ["The Beatles"], ["x"], []])
   np.testing.assert_array_equal(out, [True, True, False, False])
   assert len(backend.prompts) == 1 and "Fab Four" in backend.prompts[0]  # only the non-EM, non-empty row
-  assert backend.prompts[0].startswith(jp.ARENA_SYSTEM + "\n\n")
+  assert backend.prompts[0].startswith(arena_judge.ARENA_SYSTEM + "\n\n")
   assert judge.stats["em_short_circuit"] == 1 and judge.stats["empty"] == 2 and judge.stats["judge_calls"] == 1
 
 
 def test_truthrl_judge_asks_alias_by_alias_and_stops_at_first_yes():
-  # TruthRL note §3.4 table: gold ["a", "b"], judge says 0 for "a" and 1 for "b" → correct after 2 calls.
+  # TruthRL's per-alias judging: gold ["a", "b"], judge says 0 for "a" and 1 for "b" → correct after 2 calls.
   def rule(prompt):
     return '{"explanation": "", "score": 1}' if "Ground truth: b\n" in prompt else '{"score": 0}'
   backend = FakeBackend(rule)
-  judge = judges.LLMCorrectnessJudge(backend, style="truthrl")
+  judge = judges.LLMCorrectnessJudge(backend, style=truthrl_judge.STYLE)
   out = judge(["q", "q2"], ["pred", "other"], [["a", "b", "c"], ["z"]])
   np.testing.assert_array_equal(out, [True, False])
   asked = [p.split("Ground truth: ")[1].split("\n")[0] for p in backend.prompts]
@@ -109,31 +72,31 @@ def test_truthrl_judge_asks_alias_by_alias_and_stops_at_first_yes():
 
 def test_truthrl_reasoning_judge_sees_full_response_without_em_shortcut():
   backend = FakeBackend(lambda p: '{"score": 1}' if "Reasoning: <think>Document" in p else '{"score": 0}')
-  judge = judges.LLMCorrectnessJudge(backend, style="truthrl_reasoning")
+  judge = judges.LLMCorrectnessJudge(backend, style=truthrl_judge.REASONING_STYLE)
   responses = ["<think>Document [1] says Paris.</think> \\boxed{Paris}", "Paris"]
   out = judge(["q", "q"], responses, [["Paris"], ["Paris", "paris, france"]])
   np.testing.assert_array_equal(out, [True, False])  # "Paris" equals the gold, but EM does not apply
   assert len(backend.prompts) == 3 and "Reasoning: <think>Document [1]" in backend.prompts[0]
-  assert backend.prompts[0].startswith(jp.TRUTHRL_REASONING_INSTRUCTIONS + "\nYou should make")
+  assert backend.prompts[0].startswith(truthrl_judge.TRUTHRL_REASONING_INSTRUCTIONS + "\nYou should make")
 
 
 def test_unparseable_replies_count_and_never_raise():
   replies = iter(['{"score": 2}', "I cannot", None, 7])
-  judge = judges.LLMCorrectnessJudge(FakeBackend(lambda p: next(replies)), style="truthrl", cache=False)
+  judge = judges.LLMCorrectnessJudge(FakeBackend(lambda p: next(replies)), style=truthrl_judge.STYLE, cache=False)
   out = judge(["q"] * 4, ["w", "x", "y", "z"], [["g"]] * 4)
   assert not out.any() and judge.stats["unparseable"] == 4 and judge.last_unparseable.all()
   with pytest.raises(TypeError, match="sequence of gold strings"):
     judge(["q"], ["p"], ["gold as a bare string"])
   with pytest.raises(ValueError, match="one reply per prompt"):
-    judges.LLMCorrectnessJudge(lambda prompts: [], style="grace")(["q"], ["p"], [["g"]])
+    judges.LLMCorrectnessJudge(lambda prompts: [], style=grace_judge.STYLE)(["q"], ["p"], [["g"]])
 
 
 def test_grace_style_counts_only_an_exact_yes():
-  # GRACE's code (note 000 §6.3 LJ, §9 item 27): correct iff reply.lower() == "yes"; "Yes." is wrong.
+  # GRACE's code (arXiv:2601.04525 §4.3 LJ, the authors' evaluator): correct iff reply.lower() == "yes"; "Yes." is wrong.
   for reply, want in (("Yes.", False), ("YES", True), ("yes", True), (" yes", False)):
-    judge = judges.LLMCorrectnessJudge(FakeBackend(lambda p, r=reply: r), style="grace")
+    judge = judges.LLMCorrectnessJudge(FakeBackend(lambda p, r=reply: r), style=grace_judge.STYLE)
     assert judge(["q"], ["p"], [["g"]]).tolist() == [want], reply
-  lenient = judges.LLMCorrectnessJudge(FakeBackend(lambda p: "Yes."), style="grace", parser="robust")
+  lenient = judges.LLMCorrectnessJudge(FakeBackend(lambda p: "Yes."), style=grace_judge.STYLE, parser="robust")
   assert lenient(["q"], ["p"], [["g"]]).tolist() == [True]
 
 
@@ -146,7 +109,7 @@ def test_llm_nli_judge_with_callable_backend():
   np.testing.assert_array_equal(judge.entails(["the cat sat"], ["a dog"]), [False])
   assert len(backend.prompts) == 2 and judge.stats["cache_hits"] == 1
   assert isinstance(judge, judges.NLIJudge)
-  assert isinstance(judges.LLMCorrectnessJudge(backend), judges.CorrectnessJudge)
+  assert isinstance(judges.LLMCorrectnessJudge(backend, style=arena_judge.STYLE), judges.CorrectnessJudge)
   assert isinstance(judges.ExactMatchJudge(), judges.CorrectnessJudge)
   assert judges.ExactMatchJudge()(["q", "q"], ["the Beatles", "Wings"], [["Beatles"], ["Beatles"]]).tolist() == [True, False]
 
@@ -175,30 +138,30 @@ def test_llm_judge_through_the_sampler(sampler_backend):
   from grounding_jax import sampling
   backend = sampler_backend
   # Chat template applied: SmolLM2's template wraps turns in <|im_start|> … <|im_end|>.
-  rendered = backend.render(jp.arena_messages("q", ["Paris"], "Lyon"))
-  assert rendered.startswith("<|im_start|>system\n" + jp.ARENA_SYSTEM) and rendered.endswith("<|im_start|>assistant\n")
+  rendered = backend.render(arena_judge.arena_messages("q", ["Paris"], "Lyon"))
+  assert rendered.startswith("<|im_start|>system\n" + arena_judge.ARENA_SYSTEM) and rendered.endswith("<|im_start|>assistant\n")
   questions = ["Capital of France?", "Capital of Italy?", "Who wrote Hamlet?"]
   preds = ["Lyon", "Rome", "Marlowe"]
   golds = [["Paris"], ["rome"], ["Shakespeare"]]
-  judge = judges.LLMCorrectnessJudge(backend, style="arena", parser="arena", cache=False)
+  judge = judges.LLMCorrectnessJudge(backend, style=arena_judge.STYLE, parser="arena", cache=False)
   verdicts = judge(questions, preds, golds)
   # Reference: the same greedy generations, all prompts in one call, parsed with ARENA's rule.
   asked = [0, 2]  # row 1 is an exact match and never reaches the LLM
-  prompts = [backend.render(jp.arena_messages(questions[i], golds[i], preds[i])) for i in asked]
+  prompts = [backend.render(arena_judge.arena_messages(questions[i], golds[i], preds[i])) for i in asked]
   texts = sampling.generate(backend.model, backend.tokenizer, prompts, max_new_tokens=4).texts
   expected = [True, True, True]
   for i, t in zip(asked, texts):
-    expected[i] = bool(jp.parse_yes_no_arena(t))
+    expected[i] = bool(arena_judge.parse_yes_no_arena(t))
   np.testing.assert_array_equal(verdicts, expected)
   assert judge.stats["judge_calls"] == 2 and judge.stats["em_short_circuit"] == 1
-  assert judge.stats["unparseable"] == sum(jp.parse_yes_no_arena(t) is None for t in texts)
+  assert judge.stats["unparseable"] == sum(arena_judge.parse_yes_no_arena(t) is None for t in texts)
 
 
 def test_llm_judge_from_config_runs_sharded_on_a_mesh(tiny_smollm2_dir):
   # kind "llm" with mesh axes: the judge model is sharded over this process's 8 (fake) devices and
   # sampled on that mesh; its replies equal the single-device judge's greedy replies.
   import jax
-  spec = {"kind": "llm", "path": str(tiny_smollm2_dir), "style": "arena", "parser": "arena",
+  spec = {"kind": "llm", "path": str(tiny_smollm2_dir), "style": arena_judge.STYLE, "parser": "arena",
           "max_new_tokens": 4, "batch_size": 8, "cache": False}
   sharded = judges.build({**spec, "mesh": {"fsdp": -1}})
   plain = judges.build(spec)
@@ -206,7 +169,7 @@ def test_llm_judge_from_config_runs_sharded_on_a_mesh(tiny_smollm2_dir):
   assert mesh is not None and mesh.devices.size == jax.local_device_count() == 8
   embed = sharded.backend.model.embed[...]
   assert len(embed.sharding.device_set) == 8 and not embed.sharding.is_fully_replicated
-  conversations = [jp.arena_messages("q", [g], p) for g, p in (("Paris", "Lyon"), ("Rome", "Milan"),
+  conversations = [arena_judge.arena_messages("q", [g], p) for g, p in (("Paris", "Lyon"), ("Rome", "Milan"),
                                                                ("Oslo", "Bergen"))]
   prompts = [plain.backend.render(m) for m in conversations]
   assert sharded.backend(prompts) == plain.backend(prompts)

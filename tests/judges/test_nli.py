@@ -15,6 +15,7 @@ import pytest
 from grounding_jax import judges
 from grounding_jax.judges import from_config as judges_build
 from grounding_jax.judges import nli as nli_models
+from grounding_jax.recipes.grace import judge as grace_judge
 
 WORDS = ("premise: hypothesis: the a cat dog sat ran on mat park paris is capital of france lyon "
          "big small red blue 1 0 yes no").split()
@@ -231,9 +232,9 @@ def test_build_judges_from_config(tiny_true_dir, smollm2_dir):
   nli = judges.build({"kind": "nli", "path": str(tiny_true_dir), "batch_size": 3, "max_new_tokens": 1},
                      role="nli")
   assert isinstance(nli, judges.Seq2SeqNLIJudge) and nli.batch_size == 3 and nli.max_new_tokens == 1
-  judge = judges.build({"kind": "llm", "path": str(smollm2_dir), "style": "grace",
+  judge = judges.build({"kind": "llm", "path": str(smollm2_dir), "style": grace_judge.STYLE,
                         "max_new_tokens": 10})
-  assert judge.style == "grace" and judge.backend.max_new_tokens == 10
+  assert judge.style.name == "grace" and judge.backend.max_new_tokens == 10
   assert judge.backend.render([{"role": "user", "content": "hi"}]).startswith("<|im_start|>")
   assert isinstance(judges.build({"kind": "llm", "path": str(smollm2_dir)}, role="nli"),
                     judges.LLMNLIJudge)

@@ -20,8 +20,10 @@ from grounding_jax import judges
 from grounding_jax import sampling
 from grounding_jax.data.schema import Example
 from grounding_jax.judges import prompts as jp
-from grounding_jax.recipes import get_reward
+from grounding_jax.recipes import get_recipe, get_reward
 from grounding_jax.rl import reward_pool
+from grounding_jax.recipes.arena import judge as arena_judge
+from grounding_jax.recipes.grace import judge as grace_judge
 
 MAX_TOKENS = 4
 
@@ -141,11 +143,11 @@ def test_openai_judge_sends_messages_concurrently_and_matches_our_sampler(server
   server = server_factory("serve")
   monkeypatch.setenv("GJ_TEST_JUDGE_KEY", "secret-1")
   judge = judges.build({"kind": "openai", "base_url": server.url, "model": "tiny-judge",
-                        "api_key_env": "GJ_TEST_JUDGE_KEY", "style": "arena", "parser": "arena",
+                        "api_key_env": "GJ_TEST_JUDGE_KEY", "style": arena_judge.STYLE, "parser": "arena",
                         "max_tokens": MAX_TOKENS, "concurrency": 4})
   verdicts = judge(QUESTIONS, PREDICTIONS, GOLDS)
   asked = [0, 2, 3]  # row 1 is an exact match: never sent
-  conversations = [jp.arena_messages(QUESTIONS[i], GOLDS[i], PREDICTIONS[i]) for i in asked]
+  conversations = [arena_judge.arena_messages(QUESTIONS[i], GOLDS[i], PREDICTIONS[i]) for i in asked]
   # The server received chat messages as messages (roles and contents), not one rendered string.
   assert sorted((json.dumps(p["messages"]) for p in server.payloads)) == sorted(map(json.dumps, conversations))
   assert all(p["model"] == "tiny-judge" and p["max_tokens"] == MAX_TOKENS and p["temperature"] == 0.0
@@ -153,7 +155,7 @@ def test_openai_judge_sends_messages_concurrently_and_matches_our_sampler(server
   assert all(h["Authorization"] == "Bearer secret-1" for h in server.headers)
   replies = _reference(server, conversations)
   expected = np.ones(4, bool)
-  expected[asked] = [bool(jp.parse_yes_no_arena(r)) for r in replies]
+  expected[asked] = [bool(arena_judge.parse_yes_no_arena(r)) for r in replies]
   np.testing.assert_array_equal(verdicts, expected)
   # The backend's own replies are the sampler's text, byte for byte, and come back in request order.
   backend = judge.backend
@@ -236,7 +238,11 @@ def test_openai_spec_errors_name_the_option(monkeypatch):
   with pytest.raises(ValueError, match=r"GJ_NO_SUCH_KEY.*not set"):
     judges.lazy({"kind": "openai", "base_url": "http://h:1/v1", "model": "m",
                  "api_key_env": "GJ_NO_SUCH_KEY"})
-  judge = judges.build({"kind": "openai", "base_url": "http://h:1/v1", "model": "m", "style": "grace"})
+  judge = judges.build({"kind": "openai", "base_url": "http://h:1/v1", "model": "m", "style": grace_judge.STYLE})
   assert judge.backend.body == {"max_tokens": 10, "temperature": 0.0}  # GRACE's judge decoding
-  paper = judges.build({"kind": "openai", "base_url": "http://h:1/v1", "model": "m"})
+  # A spec naming no style gets its recipe's first (the paper's own); judges/ alone needs one.
+  paper = judges.build(get_recipe("truthrl").judge_spec({"kind": "openai", "base_url": "http://h:1/v1",
+                                                         "model": "m"}))
   assert paper.backend.body == {"max_tokens": 512, "temperature": 0.0, "top_p": 0.9}  # TruthRL's
+  with pytest.raises(ValueError, match="needs style="):
+    judges.build({"kind": "openai", "base_url": "http://h:1/v1", "model": "m"})

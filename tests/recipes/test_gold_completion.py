@@ -3,7 +3,7 @@ states the gold answer, and earns its reward's maximum — or, where a length te
 the reward, the best the example allows.
 
 Examples come from the synthetic world with GRACE's evidence layout (a two-hop question's supporting
-sentences as one reference string, note 000 §3.5), half of them unanswerable from their passages.
+sentences as one reference string), half of them unanswerable from their passages.
 """
 
 import numpy as np
@@ -13,14 +13,14 @@ from grounding_jax import recipes
 from grounding_jax.data import synthetic
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import get_recipe, get_reward
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.text import tags
 from .fakes import SubstringNLI
 
 EXAMPLES = synthetic.generate_examples(16, seed=3, answerable_ratio=0.5, join_evidence=True)
 ANSWERABLE = [e for e in EXAMPLES if e.answerable]
 UNANSWERABLE = [e for e in EXAMPLES if not e.answerable]
-# GRACE App. B.3 (note 000 §2.1, §A.5), typed from the note.
+# GRACE App. B.3 (arXiv:2601.04525), typed from the paper.
 NOTE_GRACE_UNANSWERABLE = "<llm> The question is unanswerable </llm><answer> Unanswerable </answer>"
 
 

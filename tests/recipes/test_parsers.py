@@ -1,12 +1,16 @@
-"""Parsers: the quirks of each authors' code, reproduced (notes 000–004), and the reward registry."""
+"""Parsers: the quirks of each authors' code, reproduced, and the reward registry."""
 
 import pytest
 
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import available_rewards, get_reward, grace, lear, lear_rollout, trust
-from grounding_jax.recipes import trust_score
+from grounding_jax.recipes import available_rewards, get_reward
+from grounding_jax.recipes.grace import recipe as grace
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.lear import rollout as lear_rollout
+from grounding_jax.recipes.trust import recipe as trust
+from grounding_jax.recipes.trust import score as trust_score
 
-# --- Ground-GRPO / Trust-Eval helpers (001 §3.2) ------------------------------------------------
+# --- Ground-GRPO / Trust-Eval helpers (Trust-Eval's code) -----------------------------------------
 
 
 @pytest.mark.parametrize("stmt,ids,clean", [
@@ -34,7 +38,7 @@ def test_qampari_items():
   assert trust_score.split_qampari_items(" , ,") == []
 
 
-# --- GRACE (000 §3.3) ---------------------------------------------------------------------------
+# --- GRACE (the authors' code) --------------------------------------------------------------------
 
 
 def test_parse_grace_fields():
@@ -45,7 +49,7 @@ def test_parse_grace_fields():
   assert not grace.parse("<answer>x<evidence>e</evidence></answer>", strict_format=True).format_ok
 
 
-# --- LEAR (003 §5.3) ----------------------------------------------------------------------------
+# --- LEAR (Eq. 8) ---------------------------------------------------------------------------------
 
 
 def test_lear_format():
@@ -59,7 +63,7 @@ def test_lear_format():
   assert lear.reader_answer("plain x") == "plain x"
 
 
-# --- naive baseline and the registry ------------------------------------------------------------
+# --- naive baseline and the registry --------------------------------------------------------------
 
 
 def test_naive_reward():

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import strategies as st
 
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.recipes import available_rewards, get_reward, lear_rollout
+from grounding_jax.recipes import available_rewards, get_reward
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from .fakes import ContainsJudge, SubstringNLI
 
 FRAGMENTS = [

@@ -94,3 +94,19 @@ def test_reward_variants_build_through_get_reward():
   assert binary.scheme == "binary" and binary([r"\boxed{I don't know}"], [EX])["reward"][0] == -1.0
   assert recipes.get_reward("truthrl", judge="exact_match")([r"\boxed{I don't know}"],
                                                            [EX])["reward"][0] == 0.0
+
+
+def test_what_layers_below_take_from_the_recipe():
+  # Each recipe's judge styles resolve a config's style name; the first is the default.
+  for name in recipes.available_recipes():
+    recipe = recipes.get_recipe(name)
+    for style_name, style in recipe.judge_styles.items():
+      assert style.name == style_name
+      spec = recipe.judge_spec({"kind": "llm", "path": "/m", "style": style_name})
+      assert spec["style"] is style
+    assert recipe.abstention  # the report's footnote says what "abstained" counts
+  # Evaluator aliases: Trust-Score does not depend on the training stage.
+  assert recipes.evaluator("trust") is recipes.get_recipe("trust_stage2")
+  assert recipes.evaluator("grace") is recipes.get_recipe("grace")
+  with pytest.raises(ValueError, match="unknown recipe"):
+    recipes.evaluator("no_such_recipe")

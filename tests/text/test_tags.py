@@ -13,7 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grounding_jax.recipes import arena, grace, lear, naive, trust
+from grounding_jax.recipes.arena import recipe as arena
+from grounding_jax.recipes.grace import recipe as grace
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.naive import recipe as naive
+from grounding_jax.recipes.trust import recipe as trust
 from grounding_jax.text import tags
 
 PIECES = ["<answer>", "</answer>", "<think>", "</think>", "<evidence>", "</evidence>", "<llm>", "</llm>",

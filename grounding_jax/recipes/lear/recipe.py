@@ -1,9 +1,9 @@
-"""LEAR (seed 003, note 003): reason, extract rational evidence, and answer from masked contexts.
+"""LEAR (arXiv:2507.15586): reason, extract rational evidence, and answer from masked contexts.
 
 The policy writes `<reason>r</reason><extract>e</extract>` (stop "</extract>", Table 10), then answers
-three times from hard-masked contexts (Eq. 4, lear_rollout.py); only ỹ = {r, e, o_f} is trained on.
+three times from hard-masked contexts (Eq. 4, rollout.py); only ỹ = {r, e, o_f} is trained on.
 At evaluation a separate reader answers from (q, e) alone (Table 7; EM / F1 and the compression ratio
-CR of the extracts, note §9). The reward (§3.2, Eqs. 5–9; note §5):
+CR of the extracts, §4.1). The reward (§3.2, Eqs. 5–9):
 
     R = 0.8 · R_ans + 0.1 · R_len + 0.1 · R_fmt                                   (Eq. 9)
     R_ans = mean(F1(a, o_r), F1(a, o_e), F1(a, o_f))                              (Eq. 5)
@@ -20,10 +20,10 @@ one string per completion, each the text of a `<answer>…</answer>` generation 
     answers_evidence   o_e, generated from (q, e) with P and r hard-masked
     answers_full       o_f, generated from the full context (q, P, r, e)
 
-Decisions (note §5, §13): F1 is SQuAD unigram F1, max over gold aliases; a pass without an
+Decisions where the paper is silent: F1 is SQuAD unigram F1, max over gold aliases; a pass without an
 <answer> block scores 0. Lengths are token counts of the tag contents with `tokenizer` (a tokenizer
 folder, loaded on first use in whichever process scores, or an object with
-`encode(text, add_special_tokens=False)`; note §5.2 recommends the policy's tokens, which configs
+`encode(text, add_special_tokens=False)`; the policy's tokens are the natural unit, which configs
 name as tokenizer="policy", resolved by the trainer), or whitespace words when tokenizer is None; L_P
 is the summed length of the example's passage texts; lengths are floored at 1 and the Eq. 7 base
 clamped at 0. When the rollout lacks a complete <reason> or <extract> block, R_len = 0. τ and γ are
@@ -45,10 +45,10 @@ from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models.tokenizer import load_tokenizer
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.text import tags
 
-# ------------------------------------------------------------------------------- prompts (note §3.2)
+# ------------------------------------------------------------------------------- prompts (Table 10)
 # Line breaks as in the extracted paper text; curly apostrophes kept.
 EXTRACT_PROMPT = (  # Table 10, the policy prompt; generation stops at "</extract>"
     "You are a highly skilled knowledge reasoner and extractor.\n"
@@ -81,12 +81,12 @@ COT_PROMPT = (  # Table 9, baseline "CoT"
 )
 
 STOP = ("</extract>",)  # Table 10 caption: generation terminates at '</extract>'
-ANSWER_STOP = ("</answer>",)  # the three answer passes stop at the closing tag (note §14)
+ANSWER_STOP = ("</answer>",)  # the three answer passes stop at the closing tag
 ANSWER_PASSES = ("rationale", "evidence", "full")  # o_r, o_e, o_f: R_ans averages their F1 (Eq. 5)
 
 
 def passages_text(passages: Sequence[Passage], *, include_titles: bool = True) -> str:
-  """LEAR `{passages}`: "Passage i: title\\ntext" per line (note §3.2 [DECISION]; the paper is silent)."""
+  """LEAR `{passages}`: "Passage i: title\\ntext" per line ([DECISION]; the paper is silent)."""
   return "\n".join(f"Passage {i + 1}: {base.titled(p, include_titles)}" for i, p in enumerate(passages))
 
 
@@ -111,7 +111,7 @@ def _cot(ex: Example, *, include_titles: bool = True) -> base.Messages:
   return [{"role": "user", "content": base.fill(COT_PROMPT, question=ex.question, document=document)}]
 
 
-# ------------------------------------------------------------------------------- parser (note §5.3)
+# ------------------------------------------------------------------------------- parser (Eq. 8)
 
 _TAGS = ("<reason>", "</reason>", "<extract>", "</extract>", "<answer>", "</answer>")
 # The self-contained sequence ỹ = rollout + o_f [DECISION], non-empty contents.
@@ -265,8 +265,8 @@ class LearReward(base.RewardFn):
 # ------------------------------------------------------------------------------- evaluation (§9)
 
 def compression_ratio(passage_lengths: Sequence[int], evidence_lengths: Sequence[int]) -> dict[str, float]:
-  """LEAR's CR (note §9): total passage length / total evidence length, plus the mean of per-example
-  ratios. Lengths are counts in one unit (the note recommends the reader's tokens). Examples whose
+  """LEAR's CR (§4.1, Table 4): total passage length / total evidence length, plus the mean of per-example
+  ratios. Lengths are counts in one unit (the reader's tokens are the natural unit). Examples whose
   evidence is empty are left out of the per-example mean (their ratio is infinite), counted in "n_empty".
   """
   lp = np.asarray(passage_lengths, np.float64)
@@ -287,13 +287,13 @@ def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
              normalizer: str = "squad") -> dict[str, Any]:
   """LEAR's Table 4: EM / F1 (%) of the reader's answers, CR of the extracts.
 
-  The paper names no EM / F1 script (note 003 §9 [DECISION]): SQuAD's by default; normalizer="hotpot"
+  The paper names no EM / F1 script ([DECISION]): SQuAD's by default; normalizer="hotpot"
   scores its HotpotQA dev rows with HotpotQA's official rule (text.em_f1).
 
   `rollouts` are the extractor's `<reason>…</reason><extract>…</extract>` outputs. `reader_outputs`
   are the downstream reader's answers given (q, extracted evidence) (the two-model protocol); without
   them the extractor's own `<answer>` block (if it wrote one) is scored. `length_fn` counts length
-  units (default whitespace words; the note recommends the reader's tokens, e.g.
+  units (default whitespace words; the reader's tokens are the natural unit, e.g.
   `lambda s: len(tokenizer.encode(s))`). "per_example" holds EM / F1 (%), the passage and evidence
   lengths CR is computed from, "correct" (EM) and "abstained" (`base.says_unanswerable`; LEAR defines
   no abstention).
@@ -323,10 +323,10 @@ def evaluate(rollouts: Sequence[str], examples: Sequence[Example], *,
 
 class Lear(base.Recipe):
   name = "lear"
-  paper = "LEAR (seed 003, note 003)"
+  paper = "LEAR (arXiv:2507.15586)"
   templates = {"default": _extractor, "reader": _reader, "closed_book": _closed_book, "cot": _cot}
   stop = STOP
-  # Greedy extraction; 768 new tokens as the paper's latency setting (note §9).
+  # Greedy extraction; 768 new tokens as the paper's latency setting (§4.4).
   eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=768)
   headline_metric = "f1"
   metric_columns = ("em", "f1", "cr_total")
@@ -346,14 +346,14 @@ class Lear(base.Recipe):
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
     """LEAR's extractor output `<reason>…</reason><extract>…</extract>` (Table 10; it stops at
-    "</extract>"; the answer comes from the separate passes). LEAR has no SFT warm-up (note §7); its
-    pilot SFT used DeepSeek-R1 traces (note §7, §10.1), so the target is ours [DECISION]: the
+    "</extract>"; the answer comes from the separate passes). LEAR has no SFT warm-up (§3); its
+    pilot SFT used DeepSeek-R1 traces (§2.2, Table 1), so the target is ours [DECISION]: the
     extract is the gold evidence (the rational evidence an answer follows from), and the reason says
     which passage states each sentence and what it answers, so it is longer than the extract as the
     length reward asks (Eq. 6). Without the answer in the passages the extract says so.
 
     style "reader": the downstream reader's target, the gold answer alone — Table 7's prompt ends
-    in "Answer:" and the paper's LoRA readers "predict the golden answer a" (note §12; trained with
+    in "Answer:" and the paper's LoRA readers "predict the golden answer a" (§4.1; trained with
     template "reader", configs/lear.py:reader)."""
     self._check_style(style, ("default", "reader"))
     if style == "reader":
@@ -388,7 +388,7 @@ class Lear(base.Recipe):
 
   def rollout(self, model, tokenizer, examples, prompt_fn, settings, *, seed, mesh=None,
               options: Mapping[str, Any] | None = None) -> lear_rollout.LearSample:
-    """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (lear_rollout);
+    """LEAR Eq. 4: the r/e rollout, then answers from three hard-masked contexts (rollout.py);
     `options` are LearOptions fields (config.rollout.options)."""
     return lear_rollout.sample(model, tokenizer, examples, prompt_fn, settings, seed=seed, mesh=mesh,
                                options=lear_rollout.LearOptions.from_config(options or {}))

@@ -1,12 +1,12 @@
-"""TruthRL (seed 004, note 004): answer in `\\boxed{}` or abstain with `\\boxed{I don't know}`.
+"""TruthRL (arXiv:2509.25760): answer in `\\boxed{}` or abstain with `\\boxed{I don't know}`.
 
 The policy reasons in `<think>…</think>` and boxes its answer; the ternary reward (+1 correct, 0
 abstain, −1 otherwise) makes abstaining better than hallucinating. Its outcome rewards are ternary,
-binary and knowledge-enhanced (TruthRL §3.2, §4.6; note §3). Evaluation (note §6.2): accuracy,
+binary and knowledge-enhanced (§3.2, §4.6). Evaluation (§2.1, §4.1): accuracy,
 uncertainty (abstention), hallucination and truthfulness T = Acc − Hall, with an LLM judge (greedy).
 
-Each completion is classified (note §3.4, the authors' order of checks):
-  1. extract the `\\boxed{}` answer (default: the last box, balanced braces — note §9 item 9);
+Each completion is classified (the authors' order of checks):
+  1. extract the `\\boxed{}` answer (default: the last box, balanced braces, our choice);
      none → NO_BOX;
   2. normalised answer contains "i dont know" (curly apostrophes fixed) → ABSTAIN (never judged);
   3. contains "invalid question" → INVALID_Q (invalid_question="penalize", the training code), or,
@@ -16,7 +16,7 @@ Each completion is classified (note §3.4, the authors' order of checks):
 All judge queries of a batch go in ONE call `judge(questions, predictions, golds) -> bool[N]`.
 
 The judge is a required reward option (`judge=`): the paper's verifier is an LLM judge
-(Llama-3.3-70B-Instruct behind an OpenAI-compatible server, note §2.5, §3.2), and Table 5 (note §7.5)
+(Llama-3.3-70B-Instruct behind an OpenAI-compatible server, §4.1), and Table 5
 shows that training with string matching instead collapses to ~96 % abstention. Exact match must be
 asked for (judge=dict(kind="exact_match") or "exact_match"; step 4 is then the whole verifier) and is
 logged as a warning that cites that result.
@@ -43,9 +43,10 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
+from grounding_jax.recipes.truthrl import judge as truthrl_judge
 from grounding_jax.text import tags
 
-# ------------------------------------------------------------------------------- prompts (note §2.2–2.4)
+# ------------------------------------------------------------------------------- prompts (Tables 9-10, evaluation/model.py)
 # evaluation/prompts.py: PROMPT_* end with "\n"; BOX_FORMAT has no trailing newline.
 PROMPT_RETRIEVAL = (
     "You are given a Question, References and the time when it was asked in the Pacific Time Zone (PT), "
@@ -87,7 +88,7 @@ def references(passages: Sequence[Passage], *, char_budget: int = REFERENCE_CHAR
 def _default(ex: Example, *, retrieval: bool = True, query_time: str | None = None,
              char_budget: int = REFERENCE_CHAR_BUDGET) -> base.Messages:
   # evaluation/model.py::format_prompts. Datasets without a query time (NQ, HotpotQA, MuSiQue) omit the
-  # "### Query Time" section unless `query_time` is given (note §9.5 leaves this to us).
+  # "### Query Time" section unless `query_time` is given (our choice).
   query_time = query_time or ex.meta.get("query_time")
   user = f"### Question\n{ex.question}\n"
   if query_time:
@@ -107,13 +108,16 @@ def _no_retrieval(ex: Example, **kw: Any) -> base.Messages:
 # ------------------------------------------------------------------------------- reward (§3.2)
 
 OUTCOMES = ("correct", "abstain", "incorrect", "no_box", "invalid_question")
+# The judges a config's `style=` may name: the outcome judge (Table 11, the default) and the
+# reasoning-quality judge (Table 12).
+JUDGE_STYLES = {"truthrl": truthrl_judge.STYLE, "truthrl_reasoning": truthrl_judge.REASONING_STYLE}
 _SCHEMES = ("ternary", "binary", "knowledge_enhanced")
 
 
 _EXACT_MATCH_WARNING = (
     "TruthRL with an exact-match verifier (judge kind 'exact_match'): the paper reports that training "
     "with a string-matching verifier collapses to T = -3.6, H = 3.6, i.e. ~96 %% abstention and ~0 %% "
-    "accuracy (TruthRL Table 5, note 004 §7.5), and it evaluates with an LLM judge (Table 6). For the "
+    "accuracy (TruthRL Table 5), and it evaluates with an LLM judge (Table 6). For the "
     "paper's setting give %s=dict(kind='openai', base_url=..., model='meta-llama/Llama-3.3-70B-Instruct'"
     ") or dict(kind='llm', path=FOLDER).")
 _JUDGE_OPTION = "config.reward.functions[i].options.judge"
@@ -162,7 +166,8 @@ class TruthRLReward(base.RewardFn):
           "model='meta-llama/Llama-3.3-70B-Instruct', style='truthrl') (the paper's verifier), "
           "dict(kind='llm', path=FOLDER, style='truthrl') on our sampler, or dict(kind='exact_match') "
           "(string matching; the paper's Table 5 shows training with it collapses to ~96 % abstention).")
-    judge = judges.lazy(judge, role="correctness")  # a spec from a config: loaded on first use
+    # A spec from a config (its style name resolved here): loaded on first use.
+    judge = judges.lazy(judges.with_style(judge, JUDGE_STYLES), role="correctness")
     if not callable(judge):
       raise ValueError("truthrl: judge must be callable(questions, predictions, golds) -> bool[N] or a "
                        "judge spec such as dict(kind='llm', path=FOLDER, style='truthrl').")
@@ -267,7 +272,7 @@ def truthfulness(correct: Sequence[bool], abstained: Sequence[bool], *,
   """TruthRL's Acc / Unc / Hall / T in %, from per-question outcomes (bool [N] each).
 
   Every response that is neither correct nor an abstention is a hallucination, including outputs
-  with no `\\boxed{}` (TruthRL's code, note §6.2). weights = (w1, w2, w3); the paper uses (1, 0, 1).
+  with no `\\boxed{}` (TruthRL's code). weights = (w1, w2, w3); the paper uses (1, 0, 1).
   """
   c, a = np.asarray(correct), np.asarray(abstained)
   if c.ndim != 1 or a.ndim != 1:
@@ -294,7 +299,8 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   T = w1·Acc + w2·Unc − w3·Hall per row), "correct" and "abstained" (`\boxed{I don't know}`).
   """
   base.check_aligned(completions, examples)
-  judge = judges.build(judge if judge is not None else "exact_match", role="correctness")
+  judge = judges.build(judges.with_style(judge if judge is not None else "exact_match", JUDGE_STYLES),
+                       role="correctness")
   reward = TruthRLReward(judge=judge, invalid_question="gold")
   comp = reward(list(completions), list(examples))
   correct, abstained = comp["correct"] == 1, comp["abstain"] == 1
@@ -313,13 +319,16 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
 
 class TruthRL(base.Recipe):
   name = "truthrl"
-  paper = "TruthRL (seed 004, note 004)"
+  paper = "TruthRL (arXiv:2509.25760)"
   templates = {"default": _default, "no_retrieval": _no_retrieval}
-  eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=2048)  # greedy, note §4 [CODE]
+  eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=2048)  # greedy, as the authors' code
   reward_variants = {"truthrl_binary": {"scheme": "binary"},
                      "truthrl_knowledge": {"scheme": "knowledge_enhanced"}}
   headline_metric = "truthfulness"
   metric_columns = ("truthfulness", "hallucination", "accuracy", "uncertainty")
+  judge_styles = JUDGE_STYLES
+  required_judges = ("judge",)
+  abstention = "\\boxed{I don't know}"
 
   def parse(self, completion: str) -> str | None:
     return tags.extract_boxed(completion)
@@ -337,7 +346,7 @@ class TruthRL(base.Recipe):
     """TruthRL's SFT baseline target: `<think>…</think>` then `\\boxed{gold answer}`, or
     `\\boxed{I don't know}` when the context lacks the answer or the question is out of the model's
     knowledge (meta["ook"]: R-Tuning's relabelling). The paper says only "the ground-truth response"
-    (note §8); note §9 item 15 [DECISION] fixes this layout with an empty or short think. Ours cites
+    for its SFT baseline; [DECISION] this layout, with an empty or short think. Ours cites
     the documents that state the gold evidence, as the prompt numbers them (`Document [i]`)."""
     self._check_style(style)
     if not gold.has_answer_in_context(example) or (example.meta or {}).get("ook") is True:

@@ -1,7 +1,7 @@
 """Trust-Score (Song et al.; used by Ground-GRPO): F1_GR, F1_AC, F1_GC and their mean.
 
 Exact semantics of the Trust-Eval code (`trust_eval` 0.1.6, ALCE-derived), as recorded in
-../shared/papers/001_lessons_grounded_rlvr.md §6.2:
+arXiv:2506.15522 App. A and Trust-Eval's code:
   * refusal: fuzzy partial_ratio of the refusal flag vs the output > 85 (`text.is_refusal`);
   * answerability: OR of the shown docs' `answers_found` bits;
   * F1_GR = mean(F1_ref, F1_ans) with empty denominators giving 0;
@@ -10,7 +10,7 @@ Exact semantics of the Trust-Eval code (`trust_eval` 0.1.6, ALCE-derived), as re
     precision and recall@5, ELI5 / ExpertQA claim NLI;
   * F1_GC = F1 of citation recall and precision averaged over answered responses, ≤ 3 citations per
     sentence, with ALCE's precision rule and Trust-Eval's `answers_found` "contained" exception.
-All outputs are percentages. Pass the ANSWER text (the `<answer>` span), not reasoning (001 §6.2 [INF]).
+All outputs are percentages. Pass the ANSWER text (the `<answer>` span), not reasoning ([DECISION]).
 
 One deliberate difference: a citation "[0]" counts as out of range (Trust-Eval's code indexes
 docs[-1] for it, an off-by-one accident).
@@ -42,7 +42,7 @@ def citation_ids(statement: str) -> list[int]:
 
 
 def remove_citations(statement: str) -> str:
-  """Trust-Eval's `remove_citations`, verbatim logic (note 001 §3.2)."""
+  """Trust-Eval's `remove_citations`, verbatim logic."""
   return re.sub(r"\[\d+", "", re.sub(r" \[\d+", "", statement)).replace(" |", "").replace("]", "")
 
 
@@ -336,9 +336,9 @@ def scores_from_parts(parts: Mapping[str, np.ndarray]) -> dict[str, float]:
 
 
 def percent_align(reasonings: Sequence[str], answers: Sequence[str], nli) -> float:
-  """Ground-GRPO's %Align (001 §3.4, Eq. 8): % of responses whose reasoning entails the final answer.
+  """Ground-GRPO's %Align (arXiv:2506.15522 §4.7, Eq. 8): % of responses whose reasoning entails the final answer.
 
-  Premise = the `<think>` content, hypothesis = the `<answer>` content (the note's suggested setup).
+  Premise = the `<think>` content, hypothesis = the `<answer>` content ([DECISION]).
   """
   if len(reasonings) != len(answers):
     raise ValueError(f"{len(reasonings)} reasonings for {len(answers)} answers.")

@@ -1,4 +1,5 @@
-"""Trust-Score against the notes' sanity numbers and hand-computed citation / correctness cases.
+"""Trust-Score against sanity numbers from the paper (arXiv:2506.15522 Table 1) and hand-computed
+citation / correctness cases.
 
 The NLI judge here is a deterministic rule (a hypothesis is entailed iff every "fact_*" word in it
 appears in the premise): these tests check the metric's bookkeeping around the judge, not the judge.
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.recipes import trust_score as ts
+from grounding_jax.recipes.trust import score as ts
 from grounding_jax import text
 
 REFUSAL = text.REFUSAL_SENTENCE
@@ -29,8 +30,8 @@ class FactNLI:
     return np.array(out, bool)
 
 
-# Answerable / unanswerable counts of the Trust-Score test sets (001 §6.1) and the F1_GR values the
-# notes computed for always-answer and always-refuse systems (001 §6.2; Table 1 has the first).
+# Answerable / unanswerable counts of the Trust-Score test sets (arXiv:2506.15522 §3.3) and the F1_GR values the
+# values computed for always-answer and always-refuse systems (App. A; Table 1 has the first).
 SETS = {"asqa": (610, 338, 39.15, 26.28), "qampari": (295, 705, 22.78, 41.35),
         "eli5": (207, 793, 17.15, 44.23)}
 
@@ -163,7 +164,7 @@ def test_citation_helpers_match_trust_eval():
 
 
 def _reference_citation_scores(output, docs, answers_found, nli, question, qampari, at_most=3):
-  """Trust-Eval's per-sentence loop (001 §6.2 steps 1-5), one NLI call at a time, for comparison."""
+  """Trust-Eval's per-sentence loop (Trust-Eval's code, steps 1-5), one NLI call at a time, for comparison."""
   def fmt(ids):
     return "\n".join(f"Title: {docs[i].title}\n{docs[i].text}" for i in ids)
 

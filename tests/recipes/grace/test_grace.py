@@ -1,4 +1,4 @@
-"""GRACE reward: every row of the note's worked-example table (000 §3.7), options, malformed data."""
+"""GRACE reward: every row of a worked-example table of Eq. 1 (arXiv:2601.04525 §3.2), options, malformed data."""
 
 import dataclasses
 
@@ -7,7 +7,7 @@ import pytest
 
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import get_reward
-from grounding_jax.recipes import grace
+from grounding_jax.recipes.grace import recipe as grace
 
 SENT = "The Stanegate ran through the natural gap formed by the valleys of the Tyne and Irthing."
 EVI = Example(question="Which valleys?", answers=("Tyne and Irthing",), evidence=(SENT,),
@@ -99,7 +99,7 @@ def test_malformed_example_raises():
 
 
 def test_the_answer_is_the_first_answer_block_everywhere():
-  """GRACE's evaluator reads the FIRST <answer> block after </think> (`src/evaluator.py`, note §6.3);
+  """GRACE's evaluator reads the FIRST <answer> block after </think> (`src/evaluator.py`);
   the recipe's answer, its evaluation and the seqio postprocessor (tests/eval/test_seqio_tasks.py) all
   use Grace.answer, so they cannot drift apart again."""
   from grounding_jax.recipes import get_recipe  # pylint: disable=g-import-not-at-top
@@ -108,3 +108,32 @@ def test_the_answer_is_the_first_answer_block_everywhere():
   ex = Example(question="q", answers=("Orsk",), evidence=(SENT,), answerable=True, id="two")
   assert grace.evaluate([completion], [ex])["em_answerable"] == 100.0
   assert grace.evaluate([completion], [dataclasses.replace(ex, answers=("Tver",))])["em_answerable"] == 0
+
+
+def test_grace_accuracy_identities():
+  correct = np.array([1, 1, 0, 1, 0, 1, 1], bool)
+  answerable = np.array([1, 1, 1, 1, 0, 0, 0], bool)
+  out = grace.accuracy(correct, answerable)
+  assert out["accuracy_answerable"] == pytest.approx(75.0)
+  assert out["accuracy_unanswerable"] == pytest.approx(200 / 3)
+  # Overall = count-weighted; B. Acc. = plain mean of the two subset accuracies (arXiv:2601.04525 §4.3).
+  assert out["overall_accuracy"] == pytest.approx((4 * 75.0 + 3 * 200 / 3) / 7)
+  assert out["balanced_accuracy"] == pytest.approx((75.0 + 200 / 3) / 2)
+  assert (out["n_answerable"], out["n_unanswerable"]) == (4, 3)
+
+
+def test_grace_error_analysis():
+  sufficient = [1, 1, 1, 0, 1, 0, 0]
+  answerable = [1, 1, 1, 1, 0, 0, 0]
+  correct = [1, 0, 1, 0, 0, 0, 0]
+  out = grace.error_analysis(sufficient, answerable, correct)
+  # TP = 3 (C = 2, I = 1), TN = 2, FP = 1, FN = 1.
+  assert out["classification_accuracy"] == pytest.approx(100 * 5 / 7)
+  assert out["answer_precision"] == pytest.approx(200 / 3)
+  assert out["false_positive_rate"] == pytest.approx(100 / 3)
+
+
+def test_grace_refusal_em():
+  preds = ["I don't know", "i DON'T know.", "The provided evidence is not enough to answer the question",
+           "I don't know the answer.", "Unanswerable", ""]
+  np.testing.assert_array_equal(grace.refusal_em(preds), [True, True, True, False, False, False])

@@ -1,4 +1,4 @@
-"""GRACE's response format and reward (Eq. 1, Alg. 1; note §3): the authors' `src/custom_reward_v2.py`.
+"""GRACE's response format and reward (arXiv:2601.04525 §3.2, Eq. 1, Alg. 1): the authors' `src/custom_reward_v2.py`.
 
 The policy writes `[<think>…</think>] (<evidence>…</evidence> | <llm>…</llm>) <answer>…</answer>`
 (`parse`). The reward is gated on the text after the last `</think>`:
@@ -14,7 +14,7 @@ is True; when it is None, the authors' rule: `<llm>` iff the example has no non-
 (`gt_evidence == [""]`). References: `example.evidence` (HotpotQA: one string, the supporting
 sentences joined by " "; QASPER: the annotators' paragraphs) and `example.answers`.
 
-The recipe (prompts, evaluation, registry entry) is recipes/grace.py.
+The recipe (prompts, evaluation, registry entry) is recipe.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from grounding_jax.data.schema import Example
 from grounding_jax.recipes import base
 from grounding_jax.text import tags
 
-# ------------------------------------------------------------------------------- parser (note §3.3)
+# ------------------------------------------------------------------------------- parser (the authors' code)
 
 @dataclasses.dataclass(frozen=True)
 class GraceOutput:

@@ -1,7 +1,7 @@
-"""ARENA (seed 002, note 002): name the relevant references, analyse them, answer in a short phrase.
+"""ARENA (arXiv:2505.13258): name the relevant references, analyse them, answer in a short phrase.
 
 The policy writes `<relevance>[ids]</relevance><analysis>…</analysis><answer>…</answer>`. The
-adaptive reward (ARENA §3.2; note §3.3) is format + accuracy + relevance + bonus:
+adaptive reward (§3.3; the authors' src/evaluate.py, src/rewards.py) is format + accuracy + relevance + bonus:
 
     r_format    1 if `<relevance>[^<]*</relevance>\\s*<analysis>[^<]*</analysis>\\s*<answer>[^<]*</answer>`
                 matches from the first character (MULTILINE `$`: later lines are tolerated), else 0
@@ -20,7 +20,7 @@ accuracy="judge" (a CorrectnessJudge on the extracted answer, one batched call; 
 0 without a call; exact match short-circuits). Setting a weight to 0 gives the §5.3 component
 ablations.
 
-Evaluation (note §6): EM, F1 and an LLM judge (LJ) as fractions (Table 3), plus the mean format and
+Evaluation (§4.2, App. C): EM, F1 and an LLM judge (LJ) as fractions (Table 3), plus the mean format and
 relevance scores (Fig. 2).
 """
 
@@ -35,12 +35,18 @@ import numpy as np
 
 from grounding_jax import judges
 from grounding_jax import text
+from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
+from grounding_jax.recipes.arena import judge as arena_judge
 from grounding_jax.text import tags
 
-# ------------------------------------------------------------------------------- prompt (note §2.4)
+# The correctness judge a config's `style=` may name (Table 8's prompt; LJ and accuracy="judge").
+JUDGE_STYLES = {"arena": arena_judge.STYLE}
+
+
+# ------------------------------------------------------------------------------- prompt (Table 1)
 # src/data_generator.py; line 1 ends with a space, the string ends with "</references>\n".
 PROMPT = (
     "A conversation between User and Assistant. The user asks a question and give some references. The "
@@ -94,9 +100,9 @@ def _default(ex: Example) -> base.Messages:
                                                  references=references(ex.passages))}]
 
 
-# SFT-direct's prompt (Appendix D, note §8): "concatenate the input question with all retrieved
+# SFT-direct's prompt (Appendix D, §4.3): "concatenate the input question with all retrieved
 # paragraphs (in their original order) and instruct the model to output a short answer without any
-# intermediate reasoning or evidence selection". Its text is not given (note §9 item 17) [DECISION]:
+# intermediate reasoning or evidence selection". Its text is not given [DECISION]:
 # question, references as ARENA numbers them, then the answer line of ARENA's own prompt.
 DIRECT_PROMPT = (
     "{question}\n"
@@ -113,7 +119,7 @@ def _direct(ex: Example) -> base.Messages:
                                                  references=references(ex.passages))}]
 
 
-# ------------------------------------------------------------------------------- parser (note §3.3)
+# ------------------------------------------------------------------------------- parser (src/evaluate.py)
 # `src/rewards.py`: no "<" inside sections, nothing before <relevance>, and MULTILINE "$" tolerates
 # text on lines after </answer>. re.match anchors at 0 and [^<]* cannot backtrack into a tag: linear.
 _FORMAT_RE = re.compile(
@@ -162,7 +168,8 @@ class ArenaReward(base.RewardFn):
                bonus: float = 10.0, accuracy: str = "em", judge: Any = None):
     if accuracy not in ("em", "f1", "judge"):
       raise ValueError(f"arena: accuracy={accuracy!r}; use 'em' (the paper), 'f1' or 'judge'.")
-    judge = judges.lazy(judge, role="correctness")  # a spec from a config: loaded on first use
+    # A spec from a config (its style name resolved here): loaded on first use.
+    judge = judges.lazy(judges.with_style(judge, JUDGE_STYLES), role="correctness")
     if accuracy == "judge" and not callable(judge):
       raise ValueError("arena: accuracy='judge' needs judge=<callable(questions, predictions, golds) "
                        "-> bool[N]> or a judge spec such as dict(kind='llm', path=FOLDER, style='arena').")
@@ -188,7 +195,7 @@ class ArenaReward(base.RewardFn):
         raise base.example_error(
             self.name, i, ex, "gold_passage_ids", f"holds {pid!r}, outside 1..{n} (len(passages))",
             "Ids are 1-indexed positions in `passages`; an unmatched supporting fact (-1) must be "
-            "fixed or the row dropped (ARENA note §9 item 9).")
+            "fixed or the row dropped.")
     return set(ex.gold_passage_ids)
 
   def score(self, completions: list[str], examples: list[Example],
@@ -212,7 +219,7 @@ class ArenaReward(base.RewardFn):
       if ids is not None:
         try:
           ids_set = set(ids)
-          # Python equality: 1.0 == 1, "1" != 1 (ARENA note §3.4 vectors).
+          # Python equality: 1.0 == 1, "1" != 1 (as the authors' code compares).
           comp["relevance"][i] = 1.0 if ids_set == gold_ids else (0.5 if ids_set & gold_ids else 0.0)
         except TypeError:  # unhashable members cannot occur after parsing, but never raise
           comp["relevance"][i] = 0.0
@@ -246,21 +253,21 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   golds = [list(e.answers) for e in examples]
   answers = [parse(c).answer for c in completions]
   out: dict[str, Any] = {}
-  scores = text.em_f1(answers, golds, normalizer="arena", scale=1.0)
+  scores = text.em_f1(answers, golds, normalizer="punct_to_space", scale=1.0)
   out.update(em=scores["em"], f1=scores["f1"])
   comp = ArenaReward()(list(completions), list(examples))
   out.update(format_score=float(comp["format"].mean()), relevance_score=float(comp["relevance"].mean()))
   per = {"em": scores["em_per_example"], "f1": scores["f1_per_example"], "format_score": comp["format"],
          "relevance_score": comp["relevance"], "correct": scores["em_per_example"],
          "abstained": np.array([base.says_unanswerable(a) for a in answers], np.float64)}
-  judge = judges.build(judge, role="correctness")
+  judge = judges.build(judges.with_style(judge, JUDGE_STYLES), role="correctness")
   if judge is not None:
     lj = np.zeros(len(answers))
     idx = [i for i, a in enumerate(answers) if a.strip()]  # empty extraction scores 0, no call
     if idx:
       lj[idx] = judge([examples[i].question for i in idx], [answers[i] for i in idx],
                       [golds[i] for i in idx])
-      # ARENA's code scores a reply with neither "yes" nor "no" 0.5 (note §2.8).
+      # ARENA's code scores a reply with neither "yes" nor "no" 0.5 (src/gpt_eval.py).
       unreadable = np.asarray(getattr(judge, "last_unparseable", np.zeros(len(idx), bool)), bool)
       if unreadable.shape == (len(idx),):
         lj[idx] += 0.5 * unreadable
@@ -270,13 +277,25 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   return out
 
 
+# arXiv:2505.13258 §4.1, Table 2, and the authors' data code: seed 123456, 500 of the 25k mix held out.
+DATA_PRESETS = {
+    "arena": mixture.Preset("arena", ("train=hotpotqa:train:10000", "train=2wikimultihopqa:train:10000",
+                                      "train=musique:train:5000", "test_hotpotqa=hotpotqa:eval:500",
+                                      "test_2wikimultihopqa=2wikimultihopqa:eval:500",
+                                      "test_musique=musique:eval:500"),
+                            seed=123456, holdout="heldout=train:500"),
+}
+
+
 class Arena(base.Recipe):
   name = "arena"
-  paper = "ARENA (seed 002, note 002)"
+  paper = "ARENA (arXiv:2505.13258)"
   templates = {"default": _default, "direct": _direct}
   eval_decoding = base.Decoding(temperature=0.9, top_p=1.0, max_new_tokens=1024)  # src/vllm_inference.py
   headline_metric = "em"
   metric_columns = ("em", "f1", "lj", "format_score", "relevance_score")
+  judge_styles = JUDGE_STYLES
+  data_presets = DATA_PRESETS
 
   def parse(self, completion: str) -> ArenaOutput:
     return parse(completion)
@@ -291,11 +310,11 @@ class Arena(base.Recipe):
     return evaluate(completions, examples, **kwargs)
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
-    """style "default": the SFT-reasoning target layout of `src/datamaker_sft.py` (note §2.7) —
+    """style "default": the SFT-reasoning target layout of `src/datamaker_sft.py` (Table 9) —
     `<relevance>\\n[ids]\\n</relevance>\\n\\n<analysis>\\n…\\n</analysis>\\n\\n<answer>\\n…\\n</answer>`
     with ids `str(sorted(set(gold_passage_ids)))`; the paper's analysis is the backbone's own trace
     (Table 9 prompt), which needs a model, so ours [DECISION] names each reference and the gold
-    evidence it states. style "direct": SFT-direct's target, the short answer alone (note §8)."""
+    evidence it states. style "direct": SFT-direct's target, the short answer alone (§4.3)."""
     self._check_style(style, ("default", "direct"))
     answer_ = gold.gold_answer(self.name, example)
     if style == "direct":

@@ -1,7 +1,8 @@
-"""The judges' prompts against the notes' text and the authors' strings; the paper's few-shot blocks.
+"""TruthRL's judge prompts (arXiv:2509.25760 Tables 11-12) against the authors' strings; the paper's
+few-shot blocks.
 
-The expected texts below are typed from the notes' code blocks (../shared/papers/004_truthrl.md §2.5,
-§2.6), not from grounding_jax; the SHA-256 digests are those of the strings in TruthRL's released
+The expected texts below are typed from the instructions as restored from the authors' code, not from
+grounding_jax; the SHA-256 digests are those of the strings in TruthRL's released
 `evaluation/prompts.py` (computed from the authors' code), so both sides are independent references.
 """
 
@@ -11,9 +12,9 @@ import logging
 import pytest
 
 from grounding_jax import judges
-from grounding_jax.judges import prompts as jp
+from grounding_jax.recipes.truthrl import judge as jp
 
-NOTE_004_INSTRUCTIONS = (  # note 004 §2.5 "Restored instructions" (trailing space after "1 or 0.")
+PAPER_INSTRUCTIONS = (  # Table 11, restored (trailing space after "1 or 0.")
     'Assume you are a human expert in grading predictions given by a model. You are given a question '
     'and a model prediction. Judge if the prediction matches the ground truth answer by following '
     'these steps:\n'
@@ -33,7 +34,7 @@ NOTE_004_INSTRUCTIONS = (  # note 004 §2.5 "Restored instructions" (trailing sp
     '### Output a JSON blob with an "explanation" field explaining your answer as short as possible and '
     'an "score" field with value 1 or 0. \n'
 )
-NOTE_004_REASONING_INSTRUCTIONS = (  # note 004 §2.6 "Restored" (no trailing space)
+PAPER_REASONING_INSTRUCTIONS = (  # Table 12, restored (no trailing space)
     'Assume you are a human expert in evaluating the usefulness of model-generated reasoning. You are '
     'given a question and a model-generated reasoning. Judge if the reasoning provides precise '
     'information to correctly answer the question by following these steps:\n'
@@ -55,14 +56,14 @@ def _sha(text):
   return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def test_truthrl_instructions_are_the_notes_and_the_authors_strings():
-  assert jp.TRUTHRL_INSTRUCTIONS == NOTE_004_INSTRUCTIONS
-  assert jp.TRUTHRL_REASONING_INSTRUCTIONS == NOTE_004_REASONING_INSTRUCTIONS
+def test_truthrl_instructions_are_the_papers_and_the_authors_strings():
+  assert jp.TRUTHRL_INSTRUCTIONS == PAPER_INSTRUCTIONS
+  assert jp.TRUTHRL_REASONING_INSTRUCTIONS == PAPER_REASONING_INSTRUCTIONS
   assert _sha(jp.TRUTHRL_INSTRUCTIONS) == AUTHORS_SHA256["INSTRUCTIONS"]
   assert _sha(jp.TRUTHRL_REASONING_INSTRUCTIONS) == AUTHORS_SHA256["INSTRUCTIONS_REASONING"]
-  # The message layout of 004 §2.5: system = INSTRUCTIONS + "\n" + examples; one alias per call.
+  # The message layout of Table 11 in the authors' code: system = INSTRUCTIONS + "\n" + examples; one alias per call.
   msgs = jp.truthrl_messages("q?", "g", "p", examples="EXAMPLES")
-  assert msgs == [{"role": "system", "content": NOTE_004_INSTRUCTIONS + "\nEXAMPLES"},
+  assert msgs == [{"role": "system", "content": PAPER_INSTRUCTIONS + "\nEXAMPLES"},
                   {"role": "user", "content": "Question: q?\n Ground truth: g\n Prediction: p\n"}]
 
 
@@ -75,15 +76,15 @@ def test_the_papers_few_shot_block_is_read_hash_checked_and_used(tmp_path, monke
   wrong = tmp_path / "truthrl_examples.txt"
   wrong.write_text("You should make the judgment based on provided examples.\nExamples:\n")
   with pytest.raises(ValueError, match=r"truthrl_examples\.txt: SHA-256 [0-9a-f]{64} is not .*1279e02a"):
-    judges.LLMCorrectnessJudge(_backend, style="truthrl", examples_path=str(wrong))
+    judges.LLMCorrectnessJudge(_backend, style=jp.STYLE, examples_path=str(wrong))
   monkeypatch.setenv(jp.PAPER_EXAMPLES_ENV, str(tmp_path))
   with pytest.raises(ValueError, match="SHA-256"):
-    judges.LLMCorrectnessJudge(_backend, style="truthrl")
+    judges.LLMCorrectnessJudge(_backend, style=jp.STYLE)
   with pytest.raises(FileNotFoundError, match="truthrl_reasoning_examples.txt"):
-    judges.LLMCorrectnessJudge(_backend, style="truthrl_reasoning")
+    judges.LLMCorrectnessJudge(_backend, style=jp.REASONING_STYLE)
   # With the expected digest of this file, the judge reads the block and sends it as the paper does.
   monkeypatch.setitem(jp._PAPER_FILES, "truthrl", ("truthrl_examples.txt", _sha(wrong.read_text())))
-  judge = judges.LLMCorrectnessJudge(_backend, style="truthrl")
+  judge = judges.LLMCorrectnessJudge(_backend, style=jp.STYLE)
   assert judge.examples == wrong.read_text()
   assert judge._messages("q", ["g"], "p")[0]["content"] == jp.TRUTHRL_INSTRUCTIONS + "\n" + wrong.read_text()
 
@@ -92,8 +93,8 @@ def test_without_the_papers_block_our_short_set_is_used_with_one_warning(monkeyp
   monkeypatch.delenv(jp.PAPER_EXAMPLES_ENV, raising=False)
   monkeypatch.setattr(jp, "_warned_short_examples", set())
   with caplog.at_level(logging.WARNING):
-    first = judges.LLMCorrectnessJudge(_backend, style="truthrl")
-    judges.LLMCorrectnessJudge(_backend, style="truthrl")
+    first = judges.LLMCorrectnessJudge(_backend, style=jp.STYLE)
+    judges.LLMCorrectnessJudge(_backend, style=jp.STYLE)
   assert first.examples == jp.TRUTHRL_EXAMPLES
   assert caplog.text.count("not the paper's block") == 1
-  assert judges.LLMCorrectnessJudge(_backend, style="truthrl", examples="MINE").examples == "MINE"
+  assert judges.LLMCorrectnessJudge(_backend, style=jp.STYLE, examples="MINE").examples == "MINE"

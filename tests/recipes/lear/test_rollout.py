@@ -1,4 +1,4 @@
-"""LEAR rollouts (recipes/lear_rollout.py): the three hard-masked contexts, o_f as the continuation of the
+"""LEAR rollouts (recipes/lear/rollout.py): the three hard-masked contexts, o_f as the continuation of the
 sample, the reward's extras, and a Trainer run of configs/lear.py on a tiny model.
 
 A tiny random llama with SmolLM2's vocabulary stands in for the policy (its tokenizer and chat template
@@ -20,13 +20,13 @@ from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models import load_pretrained, load_tokenizer
 from grounding_jax.recipes import get_recipe
 from grounding_jax.recipes import get_reward
-from grounding_jax.recipes import lear
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.rl import logprobs
 from grounding_jax.rl import trainer as trainer_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 G = 2
 WIDTH = 128  # the fixed rollouts' completion width (max_new_tokens)
 
@@ -35,7 +35,7 @@ def _words(stem: str, n: int) -> str:
   return " ".join(f"{stem}{i}" for i in range(n))
 
 
-# Passages of 40 + 25 = 65 words (L_P), so lengths 26 / 13 / 5 words reproduce the note's §5.5
+# Passages of 40 + 25 = 65 words (L_P), so lengths 26 / 13 / 5 words reproduce Eq. 6's
 # vectors at a tenth of their scale (Eqs. 6–7 depend on ratios only).
 EXAMPLES = [
     Example(question="What is the capital of Veltria?",
@@ -106,7 +106,7 @@ def test_contexts_match_string_construction(tok, fixed_rollout, keep_empty_tags,
   for i in (0, 1):
     ex = EXAMPLES[i // G]
     full_prompt = get_recipe("lear").render_prompt(ex, tok)
-    # prompt_noP: the passages' text deleted from the full prompt string (note 003 §4).
+    # prompt_noP: the passages' text deleted from the full prompt string (Eq. 4).
     passages_text = lear.passages_text(ex.passages)
     assert full_prompt.count(passages_text) == 1
     no_passage_prompt = full_prompt.replace(passages_text, "")
@@ -187,7 +187,7 @@ def test_reward_gets_three_answers_per_row(tok, fixed_rollout, lear_sample):
   assert all(x[k][i].startswith("<answer>") for k in x for i in (0, 1))
   out = get_reward("lear", tau=1.0, gamma=0.5)(lear_sample.completions,
                                               lear_sample.rollout.row_examples(), **x)
-  # Note 003 §5.5 vectors, scaled: len_reward_rationale(100, 50, τ=1) = 0.731059 ↔ (26, 13);
+  # Eq. 6 vectors, scaled: len_reward_rationale(100, 50, τ=1) = 0.731059 ↔ (26, 13);
   # len_reward_evidence(130, 650, 0.9, 0.5) = 0.894427 ↔ (13, 65); (50, 650) → 1.0 ↔ (5, 65); L_r = L_e
   # → 0.5.
   np.testing.assert_allclose(out["len_rationale"], [26, 5, 0, 0])

@@ -1,12 +1,12 @@
-"""GRACE (seed 000, note 000): choose the evidence or your own knowledge, then answer; gated reward.
+"""GRACE (arXiv:2601.04525): choose the evidence or your own knowledge, then answer; gated reward.
 
 The policy writes `[<think>…</think>] (<evidence>…</evidence> | <llm>…</llm>) <answer>…</answer>`:
 quote the passage text that answers (the `<evidence>` path) or, when the passages do not hold the
 answer, recall it (the `<llm>` path). Its parser and reward (Eq. 1, Alg. 1: format, path and
 ROUGE-L of evidence and answer, gated on the text after the last `</think>`) are
-recipes/grace_reward.py's; here are the prompts, the evaluation and the recipe.
+reward.py's; here are the prompts, the evaluation and the recipe.
 
-Evaluation (§4.3, note §6.3): answerable items by EM (ARENA normalisation), BERTScore-F1 and an LLM
+Evaluation (§4.3): answerable items by EM (ARENA normalisation), BERTScore-F1 and an LLM
 judge; unanswerable items by taking the `<llm>` path (GRACE-format outputs) or refusal EM / judge;
 Overall and Balanced accuracy; evidence ROUGE-L (Table 5).
 """
@@ -18,15 +18,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from grounding_jax import text
+from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.judges import prompts as judge_prompts
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
-from grounding_jax.recipes import grace_baselines as GB
-from grounding_jax.recipes.grace_reward import GraceOutput, GraceReward, parse
+from grounding_jax.recipes.grace import baselines as GB
+from grounding_jax.recipes.grace import judge as grace_judge
+from grounding_jax.recipes.grace.reward import GraceOutput, GraceReward, parse
 from grounding_jax.text import tags
 
-# ------------------------------------------------------------------------------- prompts (note §2.3)
+# ------------------------------------------------------------------------------- prompts (App. B.2, the authors' strings)
 # src/prompts.py key "default". Note the U+2011 non-breaking hyphen in "evidence‑validation", the
 # trailing spaces after three sentences, and the 4-space indent before {ref}. Each line is a separate
 # literal so that editors cannot strip a trailing space unseen.
@@ -89,15 +90,15 @@ def _baseline(template: Sequence[dict[str, str]], default_numbered: bool):
 # ------------------------------------------------------------------------------- evaluation (§6.3)
 
 def answer(completion: str) -> str:
-  """GRACE's evaluator (`src/evaluator.py`, note §6.3): the text after the last </think>; the first
+  """GRACE's evaluator (`src/evaluator.py`): the text after the last </think>; the first
   <answer> block if any, else the whole remaining text (so tag-less baselines are scorable)."""
   y = tags.after_think(completion)
   found = tags.first_block(y, "answer")
   return y if found is None else found
 
 
-# GRACE's unanswerable-subset EM targets (note §6.3, App. A.5); its judge uses the first three
-# (judges.prompts.GRACE_JUDGE_REFUSALS).
+# GRACE's unanswerable-subset EM targets (the authors' src/evaluator.py); its judge uses the first three
+# (judge.GRACE_JUDGE_REFUSALS).
 EM_REFUSALS = (
     "I don't know.",
     "The provided evidence is not enough to answer the question.",
@@ -109,7 +110,7 @@ EM_REFUSALS = (
 def refusal_em(predictions: Sequence[str]) -> np.ndarray:
   """bool [N]: GRACE's unanswerable "Acc.": ARENA-normalised EM against EM_REFUSALS.
 
-  For GRACE-format outputs the paper's signal is the `<llm>` path instead (note §9 item 26).
+  For GRACE-format outputs the paper's signal is the `<llm>` path instead (§4.3).
   """
   targets = {text.normalize_answer_arena(r) for r in EM_REFUSALS}
   return np.array([isinstance(p, str) and text.normalize_answer_arena(p) in targets
@@ -124,7 +125,7 @@ def _bool(x, name: str) -> np.ndarray:
 
 
 def accuracy(correct: Sequence[bool], answerable: Sequence[bool]) -> dict[str, float]:
-  """GRACE's aggregates in % (note §6.3): per-subset judge accuracy, Overall Acc. and B. Acc.
+  """GRACE's aggregates in % (§4.3): per-subset judge accuracy, Overall Acc. and B. Acc.
 
   `correct[i]` is the judge verdict: on answerable items "the answer is right", on unanswerable
   items "the response signals evidence insufficiency". Overall = pooled accuracy; B. Acc. = the mean
@@ -169,10 +170,10 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   """GRACE's Table 1 numbers in %.
 
   Answerable items: EM (ARENA normalisation), BERTScore-F1 (`bertscorer`, a BertScorer on
-  bert-base-uncased), LJ (`judge`, e.g. LLMCorrectnessJudge(style="grace")), and Table 5's evidence
+  bert-base-uncased), LJ (`judge`, e.g. LLMCorrectnessJudge(style=judge.STYLE)), and Table 5's evidence
   ROUGE-L (the `<evidence>` content against the gold evidence).
   Unanswerable items: with grace_format (GRACE's own outputs) correct iff the format is valid and the
-  `<llm>` path was taken (note §9 item 26); otherwise refusal-string EM and the judge against the
+  `<llm>` path was taken (§4.3); otherwise refusal-string EM and the judge against the
   refusal list. Overall / Balanced accuracy use LJ when a judge is given, else the EM-style verdicts.
   Fig. 3 (`error_analysis`): classification_accuracy, answer_precision and false_positive_rate of
   sufficiency judged by the path taken (a baseline's: answering rather than refusing), with the
@@ -188,7 +189,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   ans_idx, un_idx = np.flatnonzero(answerable), np.flatnonzero(~answerable)
   out: dict[str, Any] = {"n_answerable": len(ans_idx), "n_unanswerable": len(un_idx)}
   per: dict[str, np.ndarray] = {"answerable": answerable.astype(np.float64)}
-  em = text.em_f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx], normalizer="arena")
+  em = text.em_f1([preds[i] for i in ans_idx], [golds[i] for i in ans_idx], normalizer="punct_to_space")
   out["em_answerable"] = em["em"]
   correct_em = np.zeros(len(examples), bool)
   correct_em[ans_idx] = em["em_per_example"] == 1
@@ -219,7 +220,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
       lj[ans_idx] = judge([examples[i].question for i in ans_idx], [preds[i] for i in ans_idx],
                           [golds[i] for i in ans_idx])
     if len(un_idx) and not grace_format:
-      refusals = list(judge_prompts.GRACE_JUDGE_REFUSALS)
+      refusals = list(grace_judge.GRACE_JUDGE_REFUSALS)
       lj[un_idx] = judge([examples[i].question for i in un_idx], [preds[i] for i in un_idx],
                          [refusals] * len(un_idx))
     out["lj_answerable"] = 100.0 * lj[ans_idx].mean() if len(ans_idx) else 0.0
@@ -247,14 +248,24 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example], *, judge=N
   return out
 
 
+# arXiv:2601.04525 §4.1 and the authors' preprocess.py: random.Random(123456).sample, indices sorted;
+# HotpotQA 2,000 train / 500 dev, QASPER's full train (2,593) and test (1,451) splits.
+DATA_PRESETS = {
+    "grace_hotpotqa": mixture.Preset("grace", ("train=hotpotqa:train:2000", "test=hotpotqa:eval:500"),
+                                     seed=123456, grace_construct=True),
+    "grace_qasper": mixture.Preset("grace", ("train=qasper:train:all", "test=qasper:eval:all"),
+                                   seed=123456, grace_construct=True),
+}
+
+
 class Grace(base.Recipe):
   name = "grace"
-  paper = "GRACE (seed 000, note 000)"
+  paper = "GRACE (arXiv:2601.04525)"
   templates = {
       "default": _default,
       # GRACE's prompted baselines: 3-shot demos (contexts as unnumbered "title\ntext" chunks, like the
       # demos), and ARENA's prompt with abstention, whose "[References starting with numbers]" we meet
-      # with GRACE's "1.chunk" numbering [DECISION; the note does not say which formatter it used].
+      # with GRACE's "1.chunk" numbering [DECISION; the paper does not say which formatter it used].
       "few_shot_hotpotqa": _baseline(GB.GRACE_FEW_SHOT_HOTPOTQA, default_numbered=False),
       "few_shot_qasper": _baseline(GB.GRACE_FEW_SHOT_QASPER, default_numbered=False),
       "arena_baseline": _baseline(GB.GRACE_ARENA_BASELINE, default_numbered=True),
@@ -264,6 +275,9 @@ class Grace(base.Recipe):
   metric_columns = ("em_answerable", "bertscore_f1_answerable", "lj_answerable", "acc_unanswerable",
                     "lj_unanswerable", "overall_accuracy", "balanced_accuracy",
                     "evidence_rouge_l_answerable", "classification_accuracy")
+  judge_styles = {"grace": grace_judge.STYLE}
+  abstention = "the valid `<llm>` path (GRACE's signal of insufficient evidence)"
+  data_presets = DATA_PRESETS
 
   def parse(self, completion: str) -> GraceOutput:
     return parse(completion)
@@ -289,7 +303,7 @@ class Grace(base.Recipe):
     return out
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
-    """GRACE's SFT-baseline targets (App. B.3; note §8, §A.5): `<evidence>gold evidence</evidence>
+    """GRACE's SFT-baseline targets (App. B.3): `<evidence>gold evidence</evidence>
     <answer>gold answer</answer>`, or verbatim `<llm> The question is unanswerable </llm><answer>
     Unanswerable </answer>` on the <llm> path (the reward's gold path). The paper's spacing of the
     evidence target is garbled [DECISION: no padding]; several evidence strings (annotators'

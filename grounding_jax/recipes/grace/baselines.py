@@ -1,9 +1,9 @@
-"""GRACE's baseline prompts, verbatim from the authors' code (note 000 §2.6, Appendix A.2–A.4).
+"""GRACE's baseline prompts, verbatim from the authors' code (arXiv:2601.04525 §4.2, App. B.2).
 
 GRACE evaluates prompted baselines with their own templates plus a 3-shot demonstration (two answerable
 examples, one answered "I don't know."), or, for the ARENA baseline, ARENA's prompt with an abstention
 instruction added. The message lists are copied exactly; the last user turn holds `{question}` and
-`{ref}`, filled by `recipes.grace` (`base.fill`) like the authors' `str.replace`.
+`{ref}`, filled by recipe.py (`base.fill`) like the authors' `str.replace`.
 """
 
 # The system turn shared by both 3-shot demonstrations.
@@ -20,7 +20,7 @@ FEW_SHOT_SYSTEM = (
     'state: "Based on the provided context, I cannot answer this question."\n'
     '4.  Keep your answer concise and to the point.')
 
-# few_shots_hotpot (A.2)
+# few_shots_hotpot
 # The last user turn of both 3-shot demonstrations: the question and passages being asked about.
 QUERY_TURN = {"role": "user", "content": (
     '**Question:**\n'
@@ -91,7 +91,7 @@ GRACE_FEW_SHOT_HOTPOTQA = (
     QUERY_TURN,
 )
 
-# few_shots_qasper (A.3)
+# few_shots_qasper
 GRACE_FEW_SHOT_QASPER = (
     {"role": "system", "content": FEW_SHOT_SYSTEM},
     {"role": "user", "content": (
@@ -206,7 +206,7 @@ GRACE_FEW_SHOT_QASPER = (
     QUERY_TURN,
 )
 
-# ARENA template with abstention (A.4)
+# ARENA template with abstention
 GRACE_ARENA_BASELINE = (
     {"role": "system", "content": (
         'A conversation between User and Assistant. The user asks a question and give some references. '

@@ -1,4 +1,4 @@
-"""Ground-GRPO rewards: the note's unit-test vectors (001 §3.3) with a substring-entailment NLI fake.
+"""Ground-GRPO rewards: unit-test vectors of Eqs. 1-6 (arXiv:2506.15522 §2.1) with a substring-entailment NLI fake.
 
 The fake NLI (tests/rewards/fakes.py) is deterministic; the assertions are about the recipe's logic
 (gating, per-statement sums, citation checks, batching), not about NLI quality.
@@ -10,7 +10,7 @@ import pytest
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax import text
 from grounding_jax.recipes import get_reward
-from .fakes import SubstringNLI
+from ..fakes import SubstringNLI
 
 PASSAGES = (
     Passage("Mawsynram is the rainiest place on Earth.", title="Mawsynram"),
@@ -83,7 +83,7 @@ def test_no_nli_call_when_nothing_to_check():
 def test_bad_citation_penalty_ablation_and_forced_prefix():
   fn = get_reward("trust_stage2", nli=SubstringNLI(), bad_citation_penalty=False)
   assert fn([wrap("Mawsynram is the rainiest place on Earth [4].")], [ANS])["reward"][0] == 3.0
-  # R1-distill's template puts "<think>\n" in the prompt: the completion lacks it (note §9 A4).
+  # R1-distill's template puts "<think>\n" in the prompt: the completion lacks it.
   prefixed = get_reward("trust_stage2", nli=SubstringNLI(), forced_prefix="<think>\n")
   assert prefixed([f"x</think><answer>{GOOD}</answer>"], [ANS])["reward"][0] == pytest.approx(3.5)
 

@@ -1,11 +1,11 @@
-"""The naive GRPO baseline (ARENA note 002 §2.6): `<think>…</think><answer>…</answer>` + exact match.
+"""The naive GRPO baseline of ARENA (arXiv:2505.13258 §4.3): `<think>…</think><answer>…</answer>` + exact match.
 
 ARENA compares with "Naive GRPO": "models are trained to produce <think>…</think> and
-<answer>…</answer> format responses with format and accuracy reward" (ARENA note §2.6; the regex is
-inferred, `^<think>[^<]*</think>\\s*<answer>[^<]*</answer>$`, since the authors did not release it).
+<answer>…</answer> format responses with format and accuracy reward" (§4.3; the regex is inferred,
+`^<think>[^<]*</think>\\s*<answer>[^<]*</answer>$`, since the authors did not release it).
 
     reward = r_format + r_accuracy, each 0/1; accuracy = normalised EM of the first <answer> block
-    against any gold answer (SQuAD normalisation, or ARENA's with normalization="arena").
+    against any gold answer (SQuAD normalisation, or ARENA's with normalization="punct_to_space").
 
 Evaluated like ARENA (EM and F1 with ARENA's normalisation, as fractions) plus the format rate.
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 from grounding_jax import text
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import arena
+from grounding_jax.recipes.arena import recipe as arena
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
 from grounding_jax.text import tags
@@ -50,7 +50,7 @@ def _default(ex: Example) -> base.Messages:
                                                  question=ex.question)}]
 
 
-# ARENA note §2.6 [INFERRED] (the naive-GRPO regex is not in the authors' repo). Anchored at 0 with
+# Inferred (the naive-GRPO regex is not in the ARENA authors' repo). Anchored at 0 with
 # [^<]* sections: linear.
 _FORMAT_RE = re.compile(r"^<think>[^<]*</think>\s*<answer>[^<]*</answer>$", re.S | re.M)
 
@@ -68,8 +68,9 @@ class NaiveReward(base.RewardFn):
   name = "naive"
 
   def __init__(self, normalization: str = "squad"):
-    if normalization not in ("squad", "arena"):
-      raise ValueError(f"naive: normalization={normalization!r}; use 'squad' or 'arena'.")
+    if normalization not in ("squad", "punct_to_space"):
+      raise ValueError(f"naive: normalization={normalization!r}; use 'squad' or 'punct_to_space' "
+                       "(ARENA's: punctuation becomes a space).")
     self.normalization = normalization
 
   @property
@@ -79,7 +80,7 @@ class NaiveReward(base.RewardFn):
   def score(self, completions: list[str], examples: list[Example],
             **extra: Any) -> dict[str, np.ndarray]:
     n = len(completions)
-    norm = text.normalize_answer if self.normalization == "squad" else text.normalize_answer_arena
+    norm = text.NORMALIZERS[self.normalization]
     fmt, acc = np.zeros(n), np.zeros(n)
     for i, (completion, ex) in enumerate(zip(completions, examples)):
       golds = base.require_answers(self.name, i, ex)
@@ -96,7 +97,8 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[st
   base.check_aligned(completions, examples)
   parsed = [parse(c) for c in completions]
   answers = [a for _, a in parsed]
-  scores = text.em_f1(answers, [list(e.answers) for e in examples], normalizer="arena", scale=1.0)
+  scores = text.em_f1(answers, [list(e.answers) for e in examples], normalizer="punct_to_space",
+                      scale=1.0)
   formats = np.array([ok for ok, _ in parsed], np.float64)
   per = {"em": scores["em_per_example"], "f1": scores["f1_per_example"], "format_score": formats,
          "correct": scores["em_per_example"],
@@ -108,7 +110,7 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[st
 
 class Naive(base.Recipe):
   name = "naive"
-  paper = "Naive GRPO baseline (ARENA note 002 §2.6)"
+  paper = "Naive GRPO baseline (ARENA, arXiv:2505.13258 §4.3)"
   templates = {"default": _default}
   eval_decoding = arena.Arena.eval_decoding
   headline_metric = "em"
@@ -128,7 +130,7 @@ class Naive(base.Recipe):
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
     """`<think>…</think>\\n<answer>gold answer</answer>`. The baseline has no SFT target in the paper
-    (ARENA note §8) [DECISION]: the think names the references that state the gold evidence; with
+    (ARENA §4.3) [DECISION]: the think names the references that state the gold evidence; with
     none (the baseline has no abstention) it says the answer is recalled."""
     self._check_style(style)
     answer_ = gold.gold_answer(self.name, example)

@@ -1,4 +1,4 @@
-"""Ground-GRPO's response format and reward (Eqs. 1–6, Alg. 1; note 001 §3).
+"""Ground-GRPO's response format and reward (arXiv:2506.15522 §2.1, Eqs. 1–6).
 
 The policy writes `<think>…</think><answer>…</answer>` (`parse`); the answer's statements cite the
 shown documents as `[n]`, or the answer is Trust-Score's refusal sentence. The reward, `stage` 1
@@ -13,10 +13,10 @@ shown documents as `[n]`, or the answer is Trust-Score's refusal sentence. The r
 R_EM = 0.5 per statement containing a gold answer; R_citation = +0.5 / −0.5 for such a statement
 whose cited documents do / do not entail it (no, or out-of-range, citation = incorrect; at most 3
 citations are read). r_score = Trust-Score's fuzzy partial ratio of the refusal flag vs the answer
-span / 100; refused ⇔ r_score > 0.85 (note §9 A9–A11).
+span / 100; refused ⇔ r_score > 0.85 (Trust-Eval's refusal test).
 
 Statements are sentences (`nltk.sent_tokenize` semantics, `grounding_jax.text.sentences`) of the
-<answer> span, or comma items for QAMPARI (note §9 A1). "Contains EM" (A2): a normalised gold alias
+<answer> span, or comma items for QAMPARI ([DECISION]). "Contains EM" ([DECISION]): a normalised gold alias
 is a substring of the normalised statement (ASQA, QAMPARI); for ELI5 / ExpertQA (claims as gold)
 the statement must entail a gold claim under the NLI judge. The dataset comes from
 `example.meta["dataset"]` (default "asqa"). `example.answers` holds the flat alias list (or claims).
@@ -25,11 +25,11 @@ NLI: `nli.entails(premises, hypotheses) -> bool[N]`; all pairs of a batch go in 
 (deduplicated). Premise = cited documents as "Title: {title}\\n{text}" joined by "\\n" (Trust-Eval);
 hypothesis = statement without citations (QAMPARI: question + " " + item).
 
-Optional process reward (§4.7, Eq. 7; note §9 A14): process_reward_weight · NLI(<think> ⇒ <answer>
+Optional process reward (§4.7, Eq. 7): process_reward_weight · NLI(<think> ⇒ <answer>
 without citations), added to well-formed completions when the weight is > 0 (off by default). The
 paper's NLI score may be a probability; our NLI protocol is binary, so this term is 0 or the weight.
 
-The recipe (prompt, evaluation, registry entries) is recipes/trust.py.
+The recipe (prompt, evaluation, registry entries) is recipe.py.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import base
-from grounding_jax.recipes import trust_score
+from grounding_jax.recipes.trust import score as trust_score
 
-# ------------------------------------------------------------------------------- parser (note §3.2)
+# ------------------------------------------------------------------------------- parser (Eqs. 3-4)
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 # What Qwen3's chat template puts at the end of the prompt with enable_thinking=False (the paper's
 # "Instruct" variant of the hybrid model): the completion then starts after an empty think block, so
-# the reward reads the tags on this prefix + completion (note §2.3, §9 A4, A23).
+# the reward reads the tags on this prefix + completion ([DECISION]).
 QWEN3_NO_THINKING_PREFIX = "<think>\n\n</think>\n\n"
 _THINK_THEN_ANSWER_RE = re.compile(r"</think>\s*<answer>")
 
@@ -59,14 +59,14 @@ _THINK_THEN_ANSWER_RE = re.compile(r"</think>\s*<answer>")
 @dataclasses.dataclass(frozen=True)
 class TrustOutput:
   tag_count: float  # Eq. 3: fraction of the 4 tags that occur exactly once, in {0, .25, .5, .75, 1}
-  format_ok: bool  # Eq. 4: the format matches and the answer is non-empty (note §9 A5)
+  format_ok: bool  # Eq. 4: the format matches and the answer is non-empty ([DECISION])
   answer: str  # stripped <answer> content when format_ok, else ""
   think: str = ""  # stripped <think> content when the format matches
 
 
 def _think_answer_spans(y: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
   """The (think, answer) content spans of `^\\s*<think>(.*?)</think>\\s*<answer>(.*?)</answer>\\s*$`
-  (re.S; note §3.2 / §9 A5: the whole response is think then answer, whitespace around), or None.
+  (re.S; [DECISION]: the whole response is think then answer, whitespace around), or None.
 
   Linear, with the lazy groups' choices found without backtracking: the answer ends at the LAST
   "</answer>" (only whitespace may follow it), and the think block at the first "</think>" that
@@ -85,7 +85,7 @@ def _think_answer_spans(y: str) -> tuple[tuple[int, int], tuple[int, int]] | Non
 
 
 def parse(completion: str) -> TrustOutput:
-  """Parses a Ground-GRPO response (note §3.2 r_tag_count, r_format, extract_answer)."""
+  """Parses a Ground-GRPO response (Eqs. 3-4: r_tag_count, r_format, the answer span)."""
   tag_count = sum(completion.count(t) == 1 for t in TAGS) / len(TAGS)
   spans = _think_answer_spans(completion)
   if spans is None:
@@ -106,7 +106,7 @@ class TrustReward(base.RewardFn):
   """Ground-GRPO reward, `stage` 1 or 2.
 
   Range: [0, +inf): stage 1 ≥ 0, 2 + 1.0 per correct well-cited statement (unbounded: the paper sums
-  over statements, note §3.3); stage 2 adds 0.5 for answering an answerable question, or up to 1.0
+  over statements); stage 2 adds 0.5 for answering an answerable question, or up to 1.0
   for refusing an unanswerable one. Malformed text is in [0, 1] (tag count only).
 
   Components: tag_count, format (0/1), em (Σ R_EM), citation (Σ R_citation), refusal (R_refusal),
@@ -115,9 +115,9 @@ class TrustReward(base.RewardFn):
   Options: nli (required: an NLIJudge, a judge spec or an NLI model folder, loaded lazily),
   bad_citation_penalty (False = the §3.4 ablation: −0.5 → 0),
   forced_prefix (text the chat template put before the completion, e.g. "<think>\\n"; tags and format
-  are read on prefix + completion, note §9 A4), max_citations (3), refusal_threshold (0.85),
-  count_each_gold_once (A3: a statement earns EM only for gold answers no earlier statement hit),
-  calibrated_gold (A8: only gold answers some shown document supports, from meta["answers_found"]).
+  are read on prefix + completion), max_citations (3), refusal_threshold (0.85),
+  count_each_gold_once (a statement earns EM only for gold answers no earlier statement hit),
+  calibrated_gold (only gold answers some shown document supports, from meta["answers_found"]).
   """
 
   def __init__(self, stage: int, nli: Any = None, bad_citation_penalty: bool = True,
@@ -165,7 +165,7 @@ class TrustReward(base.RewardFn):
   def _gold_groups(self, i: int, ex: Example) -> list[list[str]]:
     """Gold answers as alias groups: meta["answer_groups"] (ALCE reader) or one group per answer.
 
-    With calibrated_gold (note §9 A8), only groups some shown document supports (the union of the
+    With calibrated_gold, only groups some shown document supports (the union of the
     docs' meta["answers_found"] bits), as in Trust-Score's calibrated answer correctness.
     """
     meta = ex.meta or {}
@@ -218,7 +218,7 @@ class TrustReward(base.RewardFn):
         if refused:
           continue
         comp["refusal"][i] = ANSWER_BONUS
-      # Correctness: stage 1 always (note §9 A13: no refusal gate), stage 2 when answering.
+      # Correctness: stage 1 always (no refusal gate, [DECISION]), stage 2 when answering.
       groups = self._gold_groups(i, ex)
       norm_groups = [[a for a in map(text.normalize_answer, g) if a] for g in groups]
       if dataset == "qampari":
@@ -257,7 +257,7 @@ class TrustReward(base.RewardFn):
     for i, hits, em_pairs, cite in pending:
       if hits is None:
         hits = {g for g, p in em_pairs if verdicts[p]}
-      if self.count_each_gold_once:  # note §9 A3 option: repeating a gold answer earns nothing
+      if self.count_each_gold_once:  # [DECISION] option: repeating a gold answer earns nothing
         seen = credited.setdefault(i, set())
         hits = hits - seen
         seen |= hits

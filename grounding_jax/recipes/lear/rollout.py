@@ -1,6 +1,6 @@
 """LEAR rollouts: sample <reason>r</reason><extract>e</extract>, then answer from three hard-masked contexts.
 
-LEAR §3.1 Eq. 4 (note 003 §4): the policy is also the answer generator, and answers each sample three
+LEAR (arXiv:2507.15586) §3.1, Eq. 4: the policy is also the answer generator, and answers each sample three
 times, every context prefilled from scratch ("hard masking on input rather than soft masking on
 attention"), each followed by the forced prefix "<answer>" and sampled until "</answer>" or EOS:
 
@@ -19,17 +19,17 @@ prefix was not sampled by the policy, so it is attended but carries no loss (com
 sampler_logp 0); `lengths` counts all three parts and `texts` decode them. The reward completions are
 the r/e texts alone and the three answer texts go in as extras (ANSWER_EXTRAS), as LearReward expects.
 
-Decisions (note 003 §4 [DECISION] defaults; alternatives are `LearOptions` fields):
+Decisions ([DECISION] defaults where the paper is silent; alternatives are `LearOptions` fields):
   (a) masked segments keep their empty tag pairs            keep_empty_tags=True
   (b) ctx_e keeps the instruction (passages text removed)   evidence_context_instruction=True
   (c) "<answer>" is forced after every context              answer_prefix="<answer>" ("" = off)
   (d) ctx_f is token level (the sampled ids); ctx_r / ctx_e re-tokenise r and e from their text. Token
       span deletion is not offered: tag boundaries need not fall on BPE token boundaries.
-  o_r / o_e decoding: the rollout's settings (note §4 "recommended"); masked_temperature overrides.
+  o_r / o_e decoding: the rollout's settings (our default); masked_temperature overrides.
   A sample without "</extract>" (EOS or max_new_tokens first) gets no o_f in its trained sequence and
   all three answers ""; one whose <reason> or <extract> block is missing gets o_r = o_e = "" (the
   masks are undefined). Its answers then score 0, so the reward is 0 apart from R_len / R_fmt, which
-  LearReward already sets to 0 for such rows (note §13.6, "R^final = 0").
+  LearReward already sets to 0 for such rows ("R^final = 0").
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class LearOptions:
   """How the three answer passes are built and decoded (config.rollout.options).
 
   Attributes:
-    answer_max_new_tokens: generation limit of each answer pass (note §12: 32–64, short answers).
+    answer_max_new_tokens: generation limit of each answer pass (32–64 suffice for short answers).
     answer_prefix: text forced after each context; "" lets the model write "<answer>" itself.
     answer_stop: stop strings of the answer passes.
     keep_empty_tags: ctx_r ends "<extract></extract>" and ctx_e starts "<reason></reason>"; False drops
@@ -153,7 +153,7 @@ def masked_segments(rationale: str, evidence: str, keep_empty_tags: bool) -> tup
 
 def evidence_prompt(example, prompt_fn: Callable[[Any], str], tokenizer,
                     keep_instruction: bool = True) -> str:
-  """prompt_noP(q) of note 003 §4: the rollout prompt with every passage removed, or a bare question turn."""
+  """prompt(q) of Eq. 4: the rollout prompt with every passage removed, or a bare question turn."""
   if keep_instruction:
     return prompt_fn(dataclasses.replace(example, passages=()))
   user = f"Question: {example.question}"

@@ -1,6 +1,6 @@
 """Ground-GRPO's prompt: Trust-Score's refusal prompt, 0-shot, with a think/answer format instruction.
 
-The strings are Trust-Eval's, character for character (note 001 §2.2, [EXT-TA]); documents are
+The strings are Trust-Eval's, character for character (the paper, arXiv:2506.15522, prints none); documents are
 "Document [i](Title: T): text" lines, 1-indexed, so `[i]` citations refer to them. Placeholders are
 filled with `base.fill` (one pass; the texts hold literal brackets).
 """
@@ -36,8 +36,8 @@ INSTRUCTION_QAMPARI = (
     "Do not add further explanation as to why an answer cannot be provided, just state the response above "
     "as-is."
 )
-# [INF] The paper prints no prompt and never says how <think>/<answer> is requested; this is the
-# note's suggested suffix (its wording, not the paper's), appended to the instruction by default.
+# [DECISION] The paper prints no prompt and never says how <think>/<answer> is requested; this is the
+# our suffix (not the paper's wording), appended to the instruction by default.
 THINK_ANSWER_FORMAT = (
     "First think step by step inside <think> </think> tags, then give only the final answer (with "
     "citations) or the refusal sentence inside <answer> </answer> tags."

@@ -1,4 +1,4 @@
-"""ARENA reward: the note's code-verified unit-test vectors (002 §3.4) and value space (§3.2)."""
+"""ARENA reward: unit-test vectors verified against the authors' code (arXiv:2505.13258 §3.3) and the value space."""
 
 import numpy as np
 import pytest
@@ -73,7 +73,7 @@ def test_missing_answers_raise():
 
 
 def test_accuracy_variants_f1_and_judge():
-  from .fakes import ContainsJudge  # pylint: disable=g-import-not-at-top
+  from ..fakes import ContainsJudge  # pylint: disable=g-import-not-at-top
   comps = ["<relevance>[1,5]</relevance><analysis>x</analysis><answer>Paris France</answer>",
            "<relevance>[1,5]</relevance><analysis>x</analysis><answer>Paris</answer>",
            "<relevance>[1,5]</relevance><analysis>x</analysis><answer> </answer>"]

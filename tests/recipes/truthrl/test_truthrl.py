@@ -1,12 +1,13 @@
-"""TruthRL rewards: the note's unit-test table (004 §3.4), judge batching, boxed-answer parsing."""
+"""TruthRL rewards: a unit-test table of the rewards (arXiv:2509.25760 §3.2), judge batching, boxed-answer parsing."""
 
 import numpy as np
 import pytest
 
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import get_reward
+from grounding_jax.recipes.truthrl import recipe as truthrl
 from grounding_jax.text import tags
-from .fakes import ContainsJudge
+from ..fakes import ContainsJudge
 
 EM = "exact_match"  # the judge spec of the offline runs (a reward option; see the judge tests below)
 
@@ -55,7 +56,6 @@ def test_the_judge_is_required_and_exact_match_warns_with_the_papers_collapse(ca
   for missing in ({}, {"judge": None}):
     with pytest.raises(ValueError, match=r"needs a correctness judge.*options\.judge.*kind='openai'"):
       get_reward("truthrl", **missing)
-  from grounding_jax.recipes import truthrl
   monkeypatch.setattr(truthrl, "_warned_exact_match", False)
   with caplog.at_level("WARNING"):
     fn = get_reward("truthrl", judge=dict(kind="exact_match"))
@@ -101,7 +101,7 @@ def test_extract_boxed(text, select, expected):
   assert tags.extract_boxed(text, select=select) == expected
 
 
-@pytest.mark.parametrize("mode,expected", [  # note 004 §3.4: (r_out, r_reason) = (1,1),(1,0),(0,1),(-1,1)
+@pytest.mark.parametrize("mode,expected", [  # §4.6: (r_out, r_reason) = (1,1),(1,0),(0,1),(-1,1)
     ("multiplicative", [2, 1, 0, -2]), ("additive", [1.5, 1, 0.5, -0.5]),
     ("conditional", [1, 0, 0, -1]),
 ])
@@ -115,3 +115,17 @@ def test_reasoning_enhanced_variants(mode, expected):
   assert lo <= min(expected) and max(expected) <= hi
   with pytest.raises(ValueError, match="reasoning_scores"):
     fn(comps, [ex("Paris")] * 4)
+
+
+def test_truthfulness_worked_example():
+  # TruthRL (arXiv:2509.25760 §4.1): n = 10, 5 correct, 2 abstain, 3 other → Acc 50, Unc 20, Hall 30, T = 20.
+  correct = [1] * 5 + [0] * 5
+  abstained = [0] * 5 + [1, 1, 0, 0, 0]
+  out = truthrl.truthfulness(correct, abstained)
+  assert out == pytest.approx({"accuracy": 50.0, "uncertainty": 20.0, "hallucination": 30.0,
+                               "truthfulness": 20.0})
+  assert out["truthfulness"] == pytest.approx((2 * 5 + 2 - 10) / 10 * 100)  # CRAG's score form
+  # v2's abstention weight sweep: w2 = 0.5 adds half the uncertainty rate.
+  assert truthrl.truthfulness(correct, abstained, weights=(1, 0.5, 1))["truthfulness"] == pytest.approx(30.0)
+  with pytest.raises(ValueError, match="both correct and abstained"):
+    truthrl.truthfulness([1], [1])

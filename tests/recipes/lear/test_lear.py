@@ -1,4 +1,4 @@
-"""LEAR reward: the note's length-reward vectors (003 §5.5), the Eq. 9 combination, lengths in the
+"""LEAR reward: length-reward vectors of Eqs. 6-7 (arXiv:2507.15586 §3.2), the Eq. 9 combination, lengths in the
 policy's tokens (a tokenizer folder that pickles as its path), Table 6's answer-pass subsets."""
 
 import math
@@ -12,8 +12,8 @@ from grounding_jax import models
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import get_reward
 from grounding_jax.rl import setup
-from grounding_jax.recipes import lear
-from grounding_jax.recipes import lear_rollout
+from grounding_jax.recipes.lear import recipe as lear
+from grounding_jax.recipes.lear import rollout as lear_rollout
 
 RATIONALE = [((200, 50, 0.5), 0.997527), ((25, 50, 0.5), 0.119203), ((50, 50, 0.3), 0.5),
              ((100, 50, 1.0), 0.731059), ((100, 50, 0.1), 0.999955), ((40, 50, 0.2), 0.222700)]
@@ -65,7 +65,7 @@ def test_bad_rollout_and_missing_answer_tags():
   extras = dict(answers_rationale=["Shakespeare"], answers_evidence=[""],
                 answers_full=["<answer>William Shakespeare</answer>"])
   out = get_reward("lear")(["<reason>unfinished"], [EX], **extras)
-  assert out["f1_rationale"][0] == 0.0  # no <answer> block -> 0 (note §5.1 decision)
+  assert out["f1_rationale"][0] == 0.0  # no <answer> block -> 0 ([DECISION])
   assert out["length"][0] == 0.0 and out["format"][0] == 0.0
   assert out["reward"][0] == pytest.approx(0.8 / 3)
 
@@ -83,7 +83,7 @@ def test_tokenizer_lengths():
 
 
 def test_tokenizer_folder_counts_the_policys_tokens_and_pickles_as_a_path(smollm2_dir):
-  # note 003 §5.2: lengths in the policy's tokenizer tokens. The config names tokenizer="policy";
+  # Lengths in the policy's tokenizer tokens. The config names tokenizer="policy";
   # the trainer's set-up resolves it to the policy's folder, and the reward loads it lazily.
   options = setup.reward_options({"tokenizer": "policy", "tau": 0.5}, str(smollm2_dir))
   assert options == {"tokenizer": str(smollm2_dir), "tau": 0.5}
@@ -138,3 +138,10 @@ def test_missing_extras_and_malformed_example_raise():
   with pytest.raises(ValueError, match=r"lear-bad.*passages"):
     fn(["x"], [no_passages], **extras)
   np.testing.assert_allclose(fn.reward_range, (0, 1))
+
+
+def test_compression_ratio():
+  out = lear.compression_ratio([1000, 600, 500], [50, 20, 0])
+  assert out["cr_total"] == pytest.approx(2100 / 70)
+  assert out["cr_mean"] == pytest.approx((20 + 30) / 2)
+  assert out["n_empty"] == 1

@@ -1,13 +1,13 @@
-"""Ground-GRPO ("Lessons from Training Grounded LLMs", seed 001, note 001): cited answers or refusals.
+"""Ground-GRPO ("Lessons from Training Grounded LLMs", arXiv:2506.15522): cited answers or refusals.
 
 The policy writes `<think>…</think><answer>…</answer>` where the answer's statements cite the shown
 documents as `[n]`, or the answer is Trust-Score's refusal sentence. Two training stages: stage 1 on
 answerable questions, stage 2 on a mix that rewards refusing unanswerable ones
 (recipes `trust_stage1`, `trust_stage2`). The parser and the reward (Eqs. 1–6: tag count, format,
-EM and NLI-checked citations per statement, the stage-2 refusal reward) are recipes/trust_reward.py's;
-here are the evaluation and the recipe (the prompt is recipes/trust_prompts.py's).
+EM and NLI-checked citations per statement, the stage-2 refusal reward) are reward.py's;
+here are the evaluation and the recipe (the prompt is prompts.py's).
 
-Evaluation: Trust-Score per dataset (AR, F1_AC, F1_GR, F1_GC, TRUST; `trust_score.py`) on the
+Evaluation: Trust-Score per dataset (AR, F1_AC, F1_GR, F1_GC, TRUST; `score.py`) on the
 `<answer>` span.
 """
 
@@ -20,19 +20,20 @@ import numpy as np
 
 from grounding_jax import judges
 from grounding_jax import text
+from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes import base
 from grounding_jax.recipes import gold
-from grounding_jax.recipes import trust_prompts
-from grounding_jax.recipes import trust_score
-from grounding_jax.recipes.trust_reward import CLAIM_DATASETS, TrustOutput, TrustReward, parse
+from grounding_jax.recipes.trust import prompts as trust_prompts
+from grounding_jax.recipes.trust import score as trust_score
+from grounding_jax.recipes.trust.reward import CLAIM_DATASETS, TrustOutput, TrustReward, parse
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- evaluation (§6.2)
 
 def answer(completion: str) -> str:
   """The answer Trust-Score scores: the <answer> span, else the first <answer> block, else the text
-  after </think> (note §9 A15)."""
+  after </think> ([DECISION])."""
   return answer_with_fallback(completion)[0]
 
 
@@ -90,20 +91,35 @@ def _one_row(per_dataset: dict[str, dict[str, float]]) -> dict[str, float]:
   return row
 
 
+_DATASETS = ("asqa", "qampari", "eli5")
+# arXiv:2506.15522 §3: per dataset, stage 1 = 100 answerable questions, stage 2 = 1,000 with 500
+# unanswerable. The paper states no split or seed: ours are disjoint stages, seed 42.
+DATA_PRESETS = {
+    "trust": mixture.Preset("trust_stage1", tuple(f"stage1={d}:train:100:100" for d in _DATASETS)
+                            + tuple(f"stage2={d}:train:1000:500" for d in _DATASETS), seed=42),
+}
+
+
 class Trust(base.Recipe):
   """Ground-GRPO, one recipe per training stage (the reward's `stage`)."""
 
-  paper = "Lessons from Training Grounded LLMs / Ground-GRPO (seed 001, note 001)"
+  paper = "Lessons from Training Grounded LLMs / Ground-GRPO (arXiv:2506.15522)"
   templates = {"default": trust_prompts.messages}
-  # Trust-Eval defaults (note §6.3: T 0.5, top-p 0.95; max_new_tokens raised for reasoning, [INF]).
+  # Trust-Eval's defaults (T 0.5, top-p 0.95); max_new_tokens raised for reasoning (our choice).
   eval_decoding = base.Decoding(temperature=0.5, top_p=0.95, max_new_tokens=1024)
   # Keys of each dataset's entry in evaluate()["per_dataset"] (Trust-Score is reported per dataset).
   headline_metric = "TRUST"
   metric_columns = ("AR", "F1_AC", "F1_GR", "F1_GC", "TRUST")
+  abstention = "Trust-Score's refusal sentence (fuzzy match > 85)"
+  required_judges = ("nli",)
 
   def __init__(self, stage: int):
     self.stage = stage
     self.name = f"trust_stage{stage}"
+    # Trust-Score does not depend on the training stage: "trust" names stage 2's evaluator.
+    self.aliases = ("trust",) if stage == 2 else ()
+    # Both stages' data are one mix (splits stage1 / stage2), listed once.
+    self.data_presets = DATA_PRESETS if stage == 1 else {}
 
   def parse(self, completion: str) -> TrustOutput:
     return parse(completion)
@@ -118,10 +134,10 @@ class Trust(base.Recipe):
     return evaluate(completions, examples, **kwargs)
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
-    """Ground-GRPO's format (note §2.1): `<think>…</think><answer>…</answer>` whose answer is
+    """Ground-GRPO's format (§2.1): `<think>…</think><answer>…</answer>` whose answer is
     statements citing their documents as `[n][m]` before the period, or Trust-Score's refusal
     sentence when the documents lack the answer. The paper's SFT data are Trust-Align's GPT-4
-    answers (note §5, [EXT-TA]), which have no <think> and cannot be rebuilt offline, so [DECISION]:
+    answers (§3, Trust-Align's data), which have no <think> and cannot be rebuilt offline, so [DECISION]:
     the statements are the gold evidence sentences citing the passages that hold them
     (gold.gold_support); without evidence, each gold answer cites the documents whose
     meta["answers_found"] flag it (else the gold passages); QAMPARI answers are one cited item per
@@ -140,7 +156,7 @@ class Trust(base.Recipe):
       statements = [(gold_ids, a.strip()) for a in example.answers if a.strip()]
     elif dataset == "qampari" or not any(e for e in example.evidence):
       groups = (example.meta or {}).get("answer_groups") or [[a] for a in example.answers]
-      for g, group in enumerate(groups):  # answers_found flags are per gold group (note §9 A8)
+      for g, group in enumerate(groups):  # answers_found flags are per gold group (Trust-Eval's data)
         docs = tuple(d + 1 for d, flags in enumerate(found or [])
                      if isinstance(flags, (list, tuple)) and g < len(flags) and flags[g])
         statements.append(((docs or gold_ids)[:1 if dataset == "qampari" else 3], group[0].strip()))
