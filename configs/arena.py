@@ -19,7 +19,7 @@ mean of each micro-batch of 4 completions, averaged, on log-probs of the raw log
 import ml_collections
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 
 def get_config(arg=None):

@@ -30,7 +30,7 @@ DAPO overlong buffer.
 import ml_collections
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 
 def get_config(arg=None):

@@ -60,7 +60,7 @@ from ml_collections import config_flags
 from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
 from grounding_jax import paths
-from grounding_jax.rl import overrides as overrides_lib
+from grounding_jax.rl.config import overrides as overrides_lib
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 

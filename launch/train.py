@@ -34,10 +34,10 @@ from grounding_jax import parallel
 from grounding_jax.data import schema
 from grounding_jax.eval import model_ref
 from grounding_jax.parallel import compile_cache
-from grounding_jax.rl import config_checks
+from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
-from grounding_jax.rl import overrides
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import overrides
+from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
 from grounding_jax.rl import trainer
 

@@ -21,7 +21,7 @@ from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax.data import splits
 from grounding_jax.models import lora
-from grounding_jax.rl import config_checks
+from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
