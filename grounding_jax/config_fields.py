@@ -88,8 +88,10 @@ class Field:
     return v
 
 
-def build(fields: Sequence[Field], values: Mapping[str, Any] = {}) -> ml_collections.ConfigDict:  # pylint: disable=dangerous-default-value
+def build(fields: Sequence[Field],
+          values: Optional[Mapping[str, Any]] = None) -> ml_collections.ConfigDict:
   """The ConfigDict of the declared defaults (or of `values`, by path), nested by the dotted paths."""
+  values = values or {}
   tree: dict = {}
   for f in fields:
     *parents, name = f.path.split(".")
