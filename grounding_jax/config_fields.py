@@ -257,8 +257,6 @@ def check(ck: FieldChecker, fields: Sequence[Field], root=None, prefix: str = ""
 
 def allowed(f: Field) -> str:
   """What a field accepts, as the docs table shows it."""
-  if not f.check:
-    return "see meaning"
   if f.choices:
     s = " \\| ".join(repr(c) for c in f.choices)
   elif f.type is bool:
@@ -271,7 +269,7 @@ def allowed(f: Field) -> str:
   elif f.type is tuple:
     s = "list of strings"
   else:
-    s = f.type.__name__
+    s = {dict: "dict", list: "list"}.get(f.type, "any")
   return s + (", None" if f.none_ok else "")
 
 
@@ -281,6 +279,6 @@ def markdown(fields: Sequence[Field], prefix: str = "",
   rows = []
   for f in fields:
     default = "(built)" if callable(f.default) else shown(f)
-    doc = f.doc.replace("|", "\\|")
+    doc = f.doc.replace("|", "\\|").replace("<", "\\<")
     rows.append(f"| `{prefix}{f.path}` | `{default}` | {allowed(f)} | {doc} |")
   return rows
