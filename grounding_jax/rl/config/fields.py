@@ -42,8 +42,8 @@ _SYNTHETIC = ("kind", "synthetic")       # checked only for the synthetic world
 
 # One training stage (`stage()`): GRPO steps of a recipe on its own data, optionally overriding the
 # run's reward, loss and optimizer sections (a fresh schedule starts every stage, and the KL
-# reference is the stage's initial model: Lessons, arXiv:2506.15522 §3.2, leaves this open; it is
-# what a new TRL trainer per stage does).
+# reference is the stage's initial model: Lessons, arXiv:2506.15522, does not say; it is what a new
+# TRL trainer per stage does).
 STAGE = (
     Field("name", "grpo", str, "shown in logs and stored in checkpoints; unique", nonempty=True),
     Field("num_steps", 10, int, "GRPO steps (rollout batches) in this stage", lo=1),
