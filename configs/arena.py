@@ -20,7 +20,7 @@ logits (temperature 1).
 import ml_collections
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 
 def get_config(arg=None):

@@ -82,7 +82,7 @@ abstaining: runs 36-40), 96 new tokens and no KL term; 128 held-out questions; 3
 import ml_collections
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 from grounding_jax.sft import trainer as sft_trainer
 
 WORLD_SEED = 11       # the reported world (0-10 were looked at: docs/demo_runs.md)

@@ -31,7 +31,7 @@ weight decay 0.1, 4 optimizer updates per step, token-mean loss, no KL, 3072 new
 import ml_collections
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 
 def get_config(arg=None):

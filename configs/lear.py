@@ -37,7 +37,7 @@ import ml_collections
 
 from grounding_jax.recipes.lear import recipe as lear
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 from grounding_jax.sft import trainer as sft_trainer
 
 

@@ -60,7 +60,7 @@ recipe `data.recipe`'s prompt `data.template`, and its gold completion of style 
 the target).
 """
 
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 from grounding_jax.sft import trainer as sft_trainer
 
 PRESETS = ("demo", "grace", "truthrl", "arena", "runlocal")

@@ -12,7 +12,7 @@ prompts); G=8 doubles the update's rows.
 """
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 
 def get_config(arg=None):

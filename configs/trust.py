@@ -33,7 +33,7 @@ import ml_collections
 
 from grounding_jax.recipes.trust import reward as trust_reward
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 ARGS = (None, "reasoning", "runlocal", "instruct", "instruct,runlocal")
 

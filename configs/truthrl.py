@@ -33,7 +33,7 @@ seq-mean-token-mean aggregation.
 
 
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 
 # The paper's verifier: base_url must be given (the reward names the flag when it is empty).

@@ -44,7 +44,7 @@ def _demo_sft_config():
   spec = importlib.util.spec_from_file_location("demo_config", ROOT / "configs" / "demo.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  from grounding_jax.rl import presets
+  from grounding_jax.rl.config import presets
   c = module.get_config("sft")
   c.model.path = presets.resolve_model_path(c.model.path)
   c.logging.console = False

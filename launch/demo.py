@@ -47,7 +47,7 @@ from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
 from grounding_jax.models import hf_export
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
 from grounding_jax.rl import trainer as rl_trainer
 from grounding_jax.sft import data as sft_data

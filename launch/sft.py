@@ -35,7 +35,7 @@ from ml_collections import config_flags
 
 from grounding_jax.eval import model_ref
 from grounding_jax.models import hf_export
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 from grounding_jax.sft import data as sft_data
 from grounding_jax.sft import trainer as sft_trainer
 

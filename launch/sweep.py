@@ -17,11 +17,12 @@ varies fastest) or as a list of override dicts:
     return [{"preset": "dapo"}, {"preset": "dr_grpo", "optimizer.learning_rate": 1e-6}]
 
 Keys are dotted config fields (`stages[0].num_steps`, `reward.functions[0].options.tau`) or "preset",
-a function of grounding_jax.rl.presets (or a list of them) applied as train.py's --preset applies it
-(grounding_jax.rl.overrides: fields win over presets). A module-level function rather than a
-`config.sweep` field because launch/train.py only calls get_config: a run's ConfigDict then holds only
-fields the trainer reads and never its siblings' values, and a sweep can name presets, which are
-functions rather than field values (big_vision's get_hyper lives beside get_config the same way).
+a function of grounding_jax.rl.config.presets (or a list of them) applied as train.py's --preset
+applies it (grounding_jax.rl.config.overrides: fields win over presets). A module-level function
+rather than a `config.sweep` field because launch/train.py only calls get_config: a run's ConfigDict
+then holds only fields the trainer reads and never its siblings' values, and a sweep can name
+presets, which are functions rather than field values (big_vision's get_hyper lives beside
+get_config the same way).
 
 Run names come from the overridden fields ("learning_rate=1e-06,kl_coef=0.001"; "base" for {}),
 restricted to [A-Za-z0-9._=,+-] and made unique. A run is finished when its newest checkpoint's step
@@ -60,7 +61,7 @@ from ml_collections import config_flags
 from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
 from grounding_jax import paths
-from grounding_jax.rl import overrides as overrides_lib
+from grounding_jax.rl.config import overrides as overrides_lib
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 

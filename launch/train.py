@@ -6,11 +6,11 @@ r"""Trains a policy with GRPO (or DAPO / Dr.GRPO settings) from an ml_collection
   python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj_grace
   # any field from the command line (big_vision style)
   python launch/train.py --config=configs/arena.py --config.rollout.group_size=4 --workdir=...
-  # a named preset of grounding_jax.rl.presets applied to the config; --config.* fields still win
+  # a named preset (grounding_jax.rl.config.presets) applied to the config; --config.* fields win
   python launch/train.py --config=configs/truthrl.py --preset=dapo --config.loss.kl_coef=0 ...
 
-Every knob lives in the config (see grounding_jax/rl/config.py); flags only pick the config and the
-working directory. Re-running with the same --workdir resumes from its newest checkpoint, and
+Every knob lives in the config (declared in grounding_jax/rl/config/fields.py); flags only pick the
+config and the working directory. Re-running with the same --workdir resumes from its newest checkpoint, and
 compiled programs come back from config.compile_cache_dir (~/.cache/grounding_jax/xla). The resolved
 config is kept as <workdir>/config.json, the run record that launch/export_hf.py reads. On a
 multi-host pod slice, start this same command on every host (launch/tpu/run.py does, and
@@ -34,18 +34,18 @@ from grounding_jax import parallel
 from grounding_jax.data import schema
 from grounding_jax.eval import model_ref
 from grounding_jax.parallel import compile_cache
-from grounding_jax.rl import config_checks
+from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
-from grounding_jax.rl import overrides
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import overrides
+from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
 from grounding_jax.rl import trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints and logs go here (overrides config).")
-_PRESET = flags.DEFINE_list("preset", [], "Functions of grounding_jax.rl.presets applied to the config "
-                            "in order (e.g. dapo); --config.<field> flags win over them.")
+_PRESET = flags.DEFINE_list("preset", [], "Functions of grounding_jax.rl.config.presets applied to the "
+                            "config in order (e.g. dapo); --config.<field> flags win over them.")
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi-host).")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes (multi-host).")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index (multi-host).")

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "grounding_jax"
 # Lower layers never import higher ones. `rewards` is the old home of get_reward, a re-export above
 # recipes. Within a layer, packages may import each other, as long as no cycle forms.
 LAYERS = (
-    ("parallel", "optim", "checksums", "checkpoints", "metrics_writer", "paths", "perf"),
+    ("parallel", "optim", "checksums", "checkpoints", "metrics_writer", "paths", "perf", "config_fields"),
     ("models",),
     ("text",),
     ("data",),

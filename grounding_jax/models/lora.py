@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
+from grounding_jax import config_fields
+from grounding_jax.config_fields import MISSING, Field
 from grounding_jax.models.layers import matmul
 from grounding_jax.models.transformer import Transformer
 
@@ -77,17 +79,52 @@ class LoRAConfig:
                targets=tuple(section.targets))
 
 
+# The `model.lora` section of the RL and SFT configs, declared once (grounding_jax.config_fields).
+FIELDS = (
+    Field("rank", 0, int, "r; 0 = full fine-tuning (no adapters)", lo=0,
+          why="0 = full fine-tuning, no adapters"),
+    Field("alpha", 16.0, float, "scale = alpha / r (PEFT's lora_alpha)", lo=0, lo_open=True,
+          why="the adapters' scale is alpha / rank"),
+    Field("dropout", 0.0, float, "on each adapter's input in training passes (PEFT's lora_dropout)",
+          lo=0, hi=1, hi_open=True),
+    Field("targets", ALL_TARGETS, tuple, "projections that get adapters (PEFT's target_modules), "
+          "distinct, any of " + " ".join(ALL_TARGETS)),
+    Field("save_base", False, bool, "also checkpoint the frozen base weights (default: adapters "
+          "only; the base is re-read from model.path on resume, export and eval)"),
+)
+
+
 def config_section() -> ml_collections.ConfigDict:
-  """The `model.lora` section of the RL and SFT configs (checked by rl/config_checks.py)."""
-  return ml_collections.ConfigDict(dict(
-      rank=0,                     # r; 0 = full fine-tuning (no adapters)
-      alpha=16.0,                 # scale = alpha / r (PEFT's lora_alpha)
-      dropout=0.0,                # on each adapter's input in training passes (PEFT's lora_dropout)
-      targets=ALL_TARGETS,        # projections that get adapters (PEFT's target_modules), any of
-                                  # q_proj k_proj v_proj o_proj gate_proj up_proj down_proj
-      save_base=False,            # also checkpoint the frozen base weights (default: adapters only;
-                                  # the base is re-read from model.path on resume, export and eval)
-  ))
+  """The `model.lora` section of the RL and SFT configs, from FIELDS."""
+  return config_fields.build(FIELDS)
+
+
+def check_fields(ck: config_fields.FieldChecker) -> None:
+  """Adds a problem line to `ck` for each bad config.model.lora value (none when the config has no
+  model.lora: configs written before LoRA train every weight)."""
+  if ck.get("model.lora") is MISSING:
+    return
+  config_fields.check(ck, FIELDS, root=ck.get("model.lora"), prefix="model.lora.")
+  targets = ck.get("model.lora.targets")
+  if not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) and t for t in targets):
+    return  # reported above
+  unknown = [t for t in targets if t not in TARGETS]
+  rank = ck.get("model.lora.rank")
+  adapters = isinstance(rank, int) and not isinstance(rank, bool) and rank > 0
+  if unknown or not targets or len(set(targets)) != len(targets):
+    ck.bad("model.lora.targets", tuple(targets),
+           f"must name distinct projections of {ALL_TARGETS}"
+           + (f"; unknown {unknown}" if unknown else "")
+           + (" (PEFT's target_modules names)" if adapters else ""))
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming each bad model.lora value, before any model loads (the RL trainer's
+  check_config includes these checks; the SFT trainer calls this)."""
+  ck = config_fields.FieldChecker(config)
+  check_fields(ck)
+  if ck.problems:
+    raise config_fields.ConfigError(ck.problems)
 
 
 def add_from_config(model: Transformer, section, seed: int) -> Transformer:

@@ -9,9 +9,9 @@ recipe, rewards, DAPO refill → a GroupBatch) · step (μ × mini × micro upda
 (stages, resume, checkpoints) · validate (held-out evaluation while training, the best checkpoint)
 · health (non-finite steps, finite checkpoints, health/ monitors) · update (the jitted update and
 log-prob passes) · update_programs (the update's bucketed shapes, compiled ahead) · logprobs ·
-losses · advantages · presets (DAPO / Dr.GRPO / RLOO, runlocal) · overrides (presets and sweep
-values on a config) · reward_pool · config_checks (the rules) · field_checks (typed reads
-that collect one line per bad value) · data_stream · host_batch.
+losses · advantages · config/ (every field declared once, its checks, presets for DAPO / Dr.GRPO /
+RLOO and runlocal, and overrides: presets and sweep values on a config) · reward_pool ·
+data_stream · host_batch.
 Recipes (prompts, rewards, rollouts) come from grounding_jax.recipes by the stage's `recipe` name.
 """
 

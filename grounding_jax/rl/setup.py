@@ -21,7 +21,7 @@ from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax.data import splits
 from grounding_jax.models import lora
-from grounding_jax.rl import config_checks
+from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
@@ -32,7 +32,7 @@ _PROGRAMS: dict = {}  # (graphdef, optimizer key, UpdateSettings) -> jitted (tra
 
 def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
                  need_model_path: bool = True) -> None:
-  """Every config value checked before any model or data loads (rl/config_checks.py), with the recipe
+  """Every config value checked before any model or data loads (rl/config/checks.py), with the recipe
   registry's checks of reward names and options, stage recipes and their rollout options; raises
   config_checks.ConfigError with one line per bad value."""
 

@@ -77,7 +77,7 @@ def logprob_temperature(c) -> float:
 
 
 def settings_from_config(c) -> UpdateSettings:
-  """The update's static settings from a trainer config (rl/config.py): loss, log-prob temperature,
+  """The update's static settings from a trainer config (rl/config/fields.py): loss, log-prob temperature,
   log-prob kernel, the on-policy shortcut, and prompt sharing when micro-batches hold whole groups."""
   u = c.update_loop
   rows = c.loss.micro_batch_rows or u.micro_batch_size

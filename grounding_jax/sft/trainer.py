@@ -31,7 +31,6 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
 from grounding_jax.models import lora
-from grounding_jax.rl import config_checks
 from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.sft import data as sft_data
 
@@ -257,7 +256,7 @@ class SFTTrainer:
   def __init__(self, config: ml_collections.ConfigDict, *, model=None, tokenizer=None,
                rows: Optional[Sequence[sft_data.SFTRow]] = None):
     self.config = config
-    config_checks.check_lora(config)  # before any model loads
+    lora.check_config(config)  # before any model loads
     if config.batch_size % config.micro_batch_size:
       raise ValueError(f"batch_size={config.batch_size} is not a multiple of "
                        f"micro_batch_size={config.micro_batch_size}")

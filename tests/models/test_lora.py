@@ -6,11 +6,13 @@ import json
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 import torch
 from flax import nnx
 
+from grounding_jax import config_fields
 from grounding_jax.models import hf_export
 from grounding_jax.models import lora
 from grounding_jax.models import load_pretrained
@@ -116,3 +118,21 @@ def test_adapters_shard_by_their_weights_names_with_the_rank_replicated(tiny_che
   with parallel.use_mesh(mesh):
     got = jax.jit(lambda m, i, k: m(i, k))(model, ids, mask)
   np.testing.assert_allclose(np.asarray(got), want, atol=2e-5)
+
+
+def test_the_lora_section_is_checked_before_a_model_loads():
+  """lora.check_config (the SFT trainer's check; the RL check_config runs the same rules) names each
+  bad model.lora value with what is allowed, and a config without model.lora trains every weight."""
+  c = ml_collections.ConfigDict(dict(model=dict(lora=lora.config_section())))
+  lora.check_config(c)
+  assert c.model.lora.to_dict() == dict(rank=0, alpha=16.0, dropout=0.0, targets=lora.ALL_TARGETS,
+                                        save_base=False)
+  c.model.lora.update(dict(rank=2, alpha=0.0, dropout=1.0, targets=("q_proj", "q_proj", "lm_head")))
+  with pytest.raises(config_fields.ConfigError) as info:
+    lora.check_config(c)
+  assert info.value.problems == [
+      "config.model.lora.alpha=0.0: must be a finite number > 0 (the adapters' scale is alpha / rank)",
+      "config.model.lora.dropout=1.0: must be a finite number in [0, 1)",
+      f"config.model.lora.targets=('q_proj', 'q_proj', 'lm_head'): must name distinct projections of "
+      f"{lora.ALL_TARGETS}; unknown ['lm_head'] (PEFT's target_modules names)"]
+  lora.check_config(ml_collections.ConfigDict(dict(model=dict(path=""))))  # no model.lora section

@@ -17,7 +17,7 @@ import toy_task
 from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax.rl import config as config_lib
-from grounding_jax.rl import config_checks
+from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import losses
 from grounding_jax.rl import trainer

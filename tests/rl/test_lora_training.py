@@ -11,7 +11,7 @@ import toy_task
 from grounding_jax import checkpoints
 from grounding_jax.eval import model_ref
 from grounding_jax.models import lora
-from grounding_jax.rl import config_checks
+from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import setup
 
 

@@ -5,11 +5,12 @@ import json
 import math
 import re
 
+import ml_collections
 import pytest
 
 from grounding_jax.rl import config as config_lib
-from grounding_jax.rl import config_checks
-from grounding_jax.rl.config_checks import ConfigError, check_config
+from grounding_jax.rl.config import fields
+from grounding_jax.rl.config.checks import ConfigError, check_config
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def test_the_default_and_every_runlocal_config_pass(base):
   import pathlib
   from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
   check_config(base())
-  root = pathlib.Path(__file__).resolve().parents[2] / "configs"
+  root = pathlib.Path(__file__).resolve().parents[3] / "configs"
   for path in sorted(p for p in root.glob("*.py") if p.stem != "sft"):  # sft.py: launch/sft.py's
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
@@ -86,7 +87,7 @@ BAD = [  # (field, value, what the message must also say)
     ("reward.timeout_seconds", 0.0, "> 0"),
     ("reward.functions", [], "non-empty list"),
     ("advantage.scale", "global", "('group', 'batch', 'none')"),
-    ("advantage.std_ddof", 2, "0 (population std"),
+    ("advantage.std_ddof", 2, "(0, 1) (0 = population std"),
     ("advantage.std_floor", -0.1, ">= 0"),
     ("advantage.eps", -1e-4, ">= 0"),
     ("dapo.max_sampling_rounds", -1, ">= 0"),
@@ -126,12 +127,12 @@ BAD = [  # (field, value, what the message must also say)
     ("stages[0].data.num_countries", 2, ">= 3"),
     ("stages[0].data.path", "", "JSONL file"),  # with kind="jsonl" (below)
     ("stages[0].optimizer", {"learning_rate": -1.0}, "> 0"),
-    ("workdir", "", "non-empty path"),
+    ("workdir", "", "non-empty string (the path checkpoints and logs go to)"),
     ("update_loop.compile_ahead", "some", "('none', 'widest', 'all')"),
     ("perf.metrics", None, "True or False"),
     ("perf.startup_report", None, "True or False"),
     ("seed", -1, ">= 0"),
-    ("stages[0].recipe", "", "must name a recipe"),
+    ("stages[0].recipe", "", "non-empty string (the name of a recipe)"),
     ("stages[0].loss", {"kl_coeff": 0.1}, "unknown fields ['kl_coeff']"),
     ("dapo.overlong_buffer", 0, "(0, rollout.max_new_tokens=256]"),  # with overlong shaping on
 ]
@@ -219,7 +220,7 @@ def test_reward_and_recipe_names_go_through_the_registry_hooks(base):
   c = base()
   c.reward.functions[0].name = "typo"
   c.stages.append(config_lib.stage("two", 3, reward={"functions": [
-      config_lib.ml_collections.ConfigDict(dict(name="unbounded", weight=1.0, options={}))]}))
+      ml_collections.ConfigDict(dict(name="unbounded", weight=1.0, options={}))]}))
   c.stages[1].recipe = "grace"
   with pytest.raises(ConfigError) as info:
     check_config(c, check_reward=check_reward, check_recipe=check_recipe)
@@ -260,4 +261,4 @@ def test_enums_come_from_the_modules_that_read_them():
   from grounding_jax.rl import advantages, losses, reward_pool
   assert config_lib.default_config().reward.on_error in reward_pool.ON_ERROR
   assert optim.SCHEDULES and advantages.SCALES and losses.KL_ESTIMATORS
-  assert config_checks.REMAT_POLICIES == ("full", "save_dots")
+  assert fields.REMAT_POLICIES == ("full", "save_dots")

@@ -3,7 +3,7 @@
 import pytest
 
 from grounding_jax.rl import config as config_lib
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
 from grounding_jax.rl import update
 

@@ -8,10 +8,10 @@ from absl import flags
 from ml_collections import config_flags
 import pytest
 
-from grounding_jax.rl import overrides
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import overrides
+from grounding_jax.rl.config import presets
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 _TRUTHRL = str(ROOT / "configs" / "truthrl.py")
 
 

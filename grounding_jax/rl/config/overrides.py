@@ -3,7 +3,7 @@ launch/train.py (`--preset`, `--config.<field>=…`) and launch/sweep.py (a swee
 
     config file → field overrides → presets → field overrides again
 
-so a preset (a function `grounding_jax.rl.presets.<name>(config)`, e.g. `dapo`) sets its fields on
+so a preset (a function `grounding_jax.rl.config.presets.<name>(config)`, e.g. `dapo`) sets its fields on
 the overridden config, and a field given explicitly still wins over what the preset sets. An
 override dict is {"preset": name or [names], "<dotted.field[0].path>": value, ...}.
 """
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 import ml_collections
 
-from grounding_jax.rl import presets
+from grounding_jax.rl.config import presets
 
 PRESET_KEY = "preset"
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -67,7 +67,7 @@ def apply_presets(config: ml_collections.ConfigDict, names: str | Iterable[str] 
   Args:
     config: the config file's ConfigDict with the field overrides applied (as config_flags leaves
       it, or as `apply` makes it).
-    names: preset function names in grounding_jax.rl.presets, applied in order.
+    names: preset function names in grounding_jax.rl.config.presets, applied in order.
     fields: the field overrides, re-applied so that they win over the presets.
   Returns:
     The config (presets may modify it in place or return a new one).
@@ -77,7 +77,7 @@ def apply_presets(config: ml_collections.ConfigDict, names: str | Iterable[str] 
     if name.startswith("_") or not callable(fn):
       public = sorted(n for n, f in vars(presets).items() if not n.startswith("_") and callable(f)
                       and getattr(f, "__module__", "") == presets.__name__)
-      raise ValueError(f"preset {name!r}: grounding_jax.rl.presets has no function {name}(config) "
+      raise ValueError(f"preset {name!r}: grounding_jax.rl.config.presets has no function {name}(config) "
                        f"(its functions: {public})")
     with config.unlocked():
       result = fn(config)

@@ -3,10 +3,10 @@
 Algorithm presets change a config in place (and return it), one call instead of several field edits:
 
   dapo(c)      DAPO: clip-higher 0.2 / 0.28, dynamic sampling, soft overlong punishment, token-mean
-               loss, no KL (Yu et al. 2025, §3)
+               loss, no KL (DAPO, arXiv:2503.14476 §3)
   dr_grpo(c)   Dr.GRPO: no std normalisation of advantages, sequence sums over a constant length (no
-               length normalisation) (Liu et al. 2025, §3.2)
-  rloo(c)      RLOO: leave-one-out baseline, no std normalisation (Ahmadian et al. 2024)
+               length normalisation) (Dr.GRPO, arXiv:2503.20783 §3.2)
+  rloo(c)      RLOO: leave-one-out baseline, no std normalisation (arXiv:2402.14740)
 
 Config pieces: `runlocal` (the CPU shrink of a recipe config), `reward_fn` (one reward entry),
 `resolve_model_path` ("smollm2" → the offline SmolLM2 folder). A config file is loaded by path
@@ -32,7 +32,7 @@ def dapo(c: ml_collections.ConfigDict, *, dynamic_sampling: bool = True,
   zero-variance groups and refill), soft overlong punishment over the last `overlong_buffer` tokens
   (default a fifth of max_new_tokens: the paper's 4,096 of 20,480), token-level loss; and no KL.
 
-  `dynamic_sampling=False` keeps the rest (GRACE: "DAPO without dynamic sampling", note 000 §3).
+  `dynamic_sampling=False` keeps the rest (GRACE builds on DAPO without it: arXiv:2601.04525 §3.3).
   """
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.28, aggregation="token_mean", kl_coef=0.0))
   c.dapo.update(dict(dynamic_sampling=dynamic_sampling, overlong_shaping=True,
