@@ -4,6 +4,9 @@
   logits = model(input_ids, attention_mask)             # float32[B, T, V], left-padded batch
   save_pretrained(model, out_folder)                    # back to a folder transformers loads
   tokenizer = load_tokenizer(folder)                    # left padding, pad falls back to eos
+
+The attention kernels and the one place one is chosen: models/attention.py
+(load_pretrained(folder, attention_implementation="auto" | "xla")).
 """
 
 import jax.numpy as jnp

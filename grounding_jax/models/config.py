@@ -17,6 +17,8 @@ import os
 import pathlib
 from typing import Any, Mapping
 
+from grounding_jax.models import attention
+
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3")
 
 _ARCHITECTURES = {
@@ -56,14 +58,15 @@ class ModelConfig:
   bos_token_id: int | None = None
   eos_token_id: int | tuple[int, ...] | None = None
   pad_token_id: int | None = None
-  # Not architecture, and not in config.json: attention runs at most this many queries at once
-  # (layers.attend), so a long sequence's float32 scores take [batch, heads, chunk, S], not
-  # [batch, heads, T, S]; 0 = all T at once. Results equal up to float rounding; decode (T = 1) and
-  # sequences of at most this many tokens trace the unchunked program. SmolLM2 prefill on 2 CPU
-  # cores: 8 x 4,096 tokens need 3.2 GB of XLA temporaries instead of 10.1 GB, and 2 x 2,048 tokens
-  # 11 CPU-s instead of 30 (chunks whose scores fit the 32 MB L3 cache run fastest: 512 took 17 s);
-  # at 8 x 320 tokens and in a remat gradient at 8 x 768 chunking made no measurable difference.
+  # Not architecture, and not in config.json: how attention runs (models/attention.py).
+  # At most this many queries are scored at once, so a long sequence's float32 scores take
+  # [batch, heads, chunk, S], not [batch, heads, T, S]; 0 = all T at once. Results equal up to float
+  # rounding; decode (T = 1) and sequences of at most this many tokens trace the unchunked program.
+  # SmolLM2 prefill, 8 x 4,096 tokens: 3.2 GB of XLA temporaries instead of 10.1 GB.
   attention_query_chunk: int = 128
+  # Which code runs attention: "xla" (jnp programs), or "auto" (per backend; "xla" everywhere until
+  # a fused kernel is added in models/attention.py).
+  attention_implementation: str = "auto"
   # The source config.json as canonical JSON, so to_hf_dict() keeps fields we do not model
   # (generation defaults, tokenizer ids, ...). Excluded from equality: it never changes the math.
   hf_json: str = dataclasses.field(default="", compare=False, repr=False)
@@ -85,6 +88,9 @@ class ModelConfig:
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
       raise ValueError(f"attention_query_chunk={self.attention_query_chunk!r} must be an int >= 0 "
                        f"(queries attended to at once; 0 = all).")
+    if self.attention_implementation not in attention.IMPLEMENTATIONS:
+      raise ValueError(f"attention_implementation={self.attention_implementation!r}; expected one "
+                       f"of {attention.IMPLEMENTATIONS}.")
 
   @property
   def architecture(self) -> str:

@@ -160,7 +160,8 @@ def _open(path: pathlib.Path):
 def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
                     rules=None, compute_dtype=None, remat: bool = False,
                     remat_policy: str = "full", scan_layers: bool = True,
-                    attention_query_chunk: int | None = None) -> Transformer:
+                    attention_query_chunk: int | None = None,
+                    attention_implementation: str | None = None) -> Transformer:
   """Loads an HF checkpoint folder (config.json + safetensors) into a `Transformer`.
 
   Args:
@@ -175,6 +176,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
     scan_layers: stack the layers' parameters and run them with one lax.scan (see Transformer).
     attention_query_chunk: most queries attended to at once (ModelConfig.attention_query_chunk;
       0 = all); None keeps ModelConfig's default.
+    attention_implementation: the attention kernel, "auto" or "xla" (models/attention.py;
+      ModelConfig.attention_implementation); None keeps ModelConfig's default ("auto").
 
   Raises:
     FileNotFoundError: missing folder, config.json or safetensors file (named).
@@ -188,6 +191,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
   config = ModelConfig.from_hf(folder)
   if attention_query_chunk is not None:
     config = dataclasses.replace(config, attention_query_chunk=attention_query_chunk)
+  if attention_implementation is not None:
+    config = dataclasses.replace(config, attention_implementation=attention_implementation)
   compute_dtype = dtype if compute_dtype is None else compute_dtype
   files = _weight_map(folder)
 

@@ -8,10 +8,14 @@ Two entry points share the layers: `__call__`/`hidden_states` run a whole (left-
 `decode` runs T new tokens against a KV cache (prefill: T = prompt length; sampling: T = 1). Both are
 pure functions of their inputs with static shapes, written to be jitted.
 
+Attention inside a block is one call, `models.attention.attention`; which kernel runs it (and whether
+long sequences run in query chunks) is ModelConfig's attention_implementation and
+attention_query_chunk, never the model's business.
+
 With `scan_layers` (the default) the layers are one Block whose parameters carry a leading layer
-axis, run by one `lax.scan`: XLA compiles the layer body once instead of once per layer (SmolLM2's
-GRPO gradient program: ~11 s to compile instead of ~22 s on a 2-core CPU). `unstacked()` gives the
-same model as a list of blocks, which a many-step decode loop runs faster (see its docstring).
+axis, run by one `lax.scan`: XLA compiles the layer body once instead of once per layer.
+`unstacked()` gives the same model as a list of blocks, which a many-step decode loop runs faster
+(see its docstring).
 """
 
 from __future__ import annotations
@@ -40,8 +44,7 @@ _REMAT_POLICIES = {
     # un-rematerialised training run out of memory (every activation, and the attention
     # probabilities, [heads, T, T] up to ModelConfig.attention_query_chunk tokens) — and skips
     # recomputing the matmuls, which are most of a layer's FLOPs. Measure before choosing it: on a
-    # 2-core CPU the stored outputs cost more than the recomputation (GRPO bench, bf16: update
-    # 89.9 s vs 80.4 s with "full").
+    # 2-core CPU the stored outputs cost more than the recomputation (launch/bench_grpo_step.py).
     "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
 
@@ -52,10 +55,9 @@ class KVCache:
   """Keys and values of every layer: `k[layer]`, `v[layer]` are [batch, kv_heads, max_length, head_dim].
 
   Head-major, so each (row, kv head) is one contiguous [max_length, head_dim] matrix that a decode
-  step's attention dots read in place (layers.attend_cached). One array per layer, also for a
-  scanned model: a decode step that reads and writes a layer's slice of one stacked [layers, ...]
-  cache inside a scan copies that slice (SmolLM2, 32 rows x 384 slots: ~100 ms per step against
-  ~72 ms with per-layer arrays, 2-core CPU), while per-layer arrays are updated in place.
+  step's attention dots read in place (attention.KV_LAYOUTS, "bksd"). One array per layer, also for
+  a scanned model: a decode step that reads and writes a layer's slice of one stacked [layers, ...]
+  cache inside a scan copies that slice, while per-layer arrays are updated in place.
   """
   k: tuple[jax.Array, ...]
   v: tuple[jax.Array, ...]
@@ -81,12 +83,12 @@ class Block(nnx.Module):
     x_btd = with_logical_constraint(x_btd + self.mlp(self.post_attn_norm(x_btd)), _ACTIVATION)
     return x_btd, kv
 
-  def shared_prefix(self, xs, positions_p, mask_p, positions_c, mask_c, inv_freq):
+  def shared_prefix(self, xs, positions_p, mask_p, prefix_mask, positions_c, mask_c, inv_freq):
     """The block over `xs` = (prefix stream [groups, S, D], continuation stream [groups, P, D]); the
     continuations attend to their group's prefix and to themselves (Attention.shared_prefix)."""
     xp, xc = xs
-    hp, hc = self.attn.shared_prefix(self.input_norm(xp), positions_p, mask_p, self.input_norm(xc),
-                                     positions_c, mask_c, inv_freq)
+    hp, hc = self.attn.shared_prefix(self.input_norm(xp), positions_p, mask_p, prefix_mask,
+                                     self.input_norm(xc), positions_c, mask_c, inv_freq)
     out = []
     for x, h in ((xp, hp), (xc, hc)):
       x = with_logical_constraint(x + h, _ACTIVATION)
@@ -195,12 +197,12 @@ class Transformer(nnx.Module):
     positions_p = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0)
     mask_p = jnp.tril(jnp.ones((s, s), bool))[None] & prefix_mask[:, None, :]
     same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
-    mask_c = jnp.concatenate([jnp.broadcast_to(prefix_mask[:, None, :], (ids.shape[0], p, s)),
-                              same & jnp.tril(jnp.ones((p, p), bool))[None]], axis=-1)
+    mask_c = same & jnp.tril(jnp.ones((p, p), bool))[None]  # each token: its own completion's past
     inv_freq = inverse_frequencies(self.config)
     xs = (self._embed(prefix_ids), self._embed(ids))
     xs, _ = self._over_layers(
-        lambda b, x, _: (b.shared_prefix(x, positions_p, mask_p, positions, mask_c, inv_freq), None),
+        lambda b, x, _: (b.shared_prefix(x, positions_p, mask_p, prefix_mask, positions, mask_c,
+                                         inv_freq), None),
         xs, remat=self.remat)
     return self.final_norm(xs[0]), self.final_norm(xs[1])
 
@@ -265,8 +267,7 @@ class Transformer(nnx.Module):
 
     For code that runs the model many times inside one program, such as the sampler's decode loop:
     slicing the stacked parameters once, before the loop, keeps each step as fast as an unrolled
-    model's, where a scan (or slices taken inside the loop) reads every weight through a copy
-    (SmolLM2 decode step, 32 rows: ~100 ms against ~72 ms, 2-core CPU).
+    model's, where a scan (or slices taken inside the loop) reads every weight through a copy.
     """
     if not self.scan_layers:
       return self
