@@ -27,8 +27,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
-from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.rl import losses
 from grounding_jax.sampling.prompts import bucket_length
 
@@ -59,8 +59,8 @@ class UpdateSettings:
 
 def logprob_temperature(c) -> float:
   """T of the update's log-probs: the sampler's (loss.logprob_temperature="sampling", the exact
-  ratio π_θ/π_old of the sampled distribution) or a number (ARENA's authors: 1.0, raw logits, while
-  sampling at 0.9; note 002 §3.6 / §9 item 3). Raises ValueError on a bad value, or when the old
+  ratio π_θ/π_old of the sampled distribution) or a number (ARENA, arXiv:2505.13258: the authors'
+  code takes 1.0, raw logits, while sampling at 0.9). Raises ValueError on a bad value, or when the old
   log-probs would come from the sampler at another temperature."""
   value = c.loss.logprob_temperature
   if value == "sampling":

@@ -30,9 +30,9 @@ from grounding_jax import metrics_writer
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
+from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
 from grounding_jax.rl import config_checks
-from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.sft import data as sft_data
 
 
@@ -200,7 +200,7 @@ def pack_micro_batches(data: dict[str, np.ndarray], idx: np.ndarray, micro_batch
 def packed_nll_sum(model, batch: dict, chunk_size: int) -> tuple[jax.Array, jax.Array]:
   """`nll_sum` of one `pack_micro_batches` micro-batch: the shared prefix runs once.
 
-  Not rl/logprobs.completion_logprobs(group_size=...), which shares a prompt the same way: it takes
+  Not models/logprobs.completion_logprobs(group_size=...), which shares a prompt the same way: it takes
   log-probs at every packed column, and here most columns are prompt; only the completion columns
   ("source") reach the LM head (a first version through it: 5.35 s a demo SFT step, this one 4.95 s,
   a tighter packed width included).

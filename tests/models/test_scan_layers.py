@@ -12,7 +12,7 @@ from flax import nnx
 
 from grounding_jax import sampling
 from grounding_jax.models import load_pretrained, save_pretrained
-from grounding_jax.rl import logprobs
+from grounding_jax.models import logprobs
 
 _INIT = dict(initializer_range=0.2)  # sharp attention: a layer mix-up moves logits by O(1)
 

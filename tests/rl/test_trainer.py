@@ -60,8 +60,7 @@ def test_dapo_options_and_off_policy_updates(tiny_checkpoint, tmp_path):
   c.update_loop.num_iterations = 2
   c.update_loop.num_minibatches = 2
   c.update_loop.micro_batch_size = 4
-  tr = toy_task.make_trainer(ckpt, tmp_path, c)
-  tr._reward_functions = [("toy", 1.0, HalfConstantReward())]
+  tr = toy_task.make_trainer(ckpt, tmp_path, c, reward=HalfConstantReward())
   history = tr.train()
   for h in history:
     # Half of each round's groups are constant; the refill keeps only informative groups.

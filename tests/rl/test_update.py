@@ -12,8 +12,8 @@ from flax import nnx
 
 from grounding_jax import models
 from grounding_jax import parallel
+from grounding_jax.models import logprobs
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import logprobs
 from grounding_jax.rl import losses
 from grounding_jax.rl import update
 from update_cases import (L, LP, N, SETTINGS, assert_same_update, micro_batches, random_batch,
