@@ -1,7 +1,8 @@
 """Imports point down the package layers of DESIGN.md, with no cycles and no hidden late imports.
 
 Every module's imports are read from its syntax tree (function-level ones included), so an import
-that only runs inside a function counts like any other. The layer order is the data below.
+that only runs inside a function counts like any other. The layer order is the data below; the
+entry points in LAUNCH_LAYERS are held to a layer too (evaluating a run needs no training code).
 """
 
 import ast
@@ -11,7 +12,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "grounding_jax"
 # Lower layers never import higher ones. `rewards` is the old home of get_reward, a re-export above
-# recipes. Within a layer, packages may import each other, as long as no cycle forms.
+# recipes. Within a layer, packages may import each other, as long as no cycle forms. `rl` sits above
+# `eval` (its validation runs the evaluation harness) and `sft`, which share the model-level parts
+# (models/logprobs.py) and so never import the RL loop.
 LAYERS = (
     ("parallel", "optim", "checksums", "checkpoints", "metrics_writer", "paths", "perf"),
     ("models",),
@@ -20,9 +23,17 @@ LAYERS = (
     ("sampling",),
     ("judges",),
     ("recipes",),
-    ("rl", "eval", "sft", "rewards"),
+    ("eval", "sft", "rewards"),
+    ("rl",),
 )
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+LAUNCH = ROOT.parent / "launch"
+LAUNCH_LAYERS = {"evaluate.py": "eval"}  # entry point -> the highest package it may import
+# sft/trainer.py reads the LoRA config check from rl/config_checks.py until check_lora moves to
+# models/lora.py (issue 33); the exception lapses by itself once models/lora.py defines it.
+_LORA_CHECK_MOVED = "def check_lora" in (ROOT / "models" / "lora.py").read_text()
+PENDING = set() if _LORA_CHECK_MOVED else {("grounding_jax.sft.trainer",
+                                            "grounding_jax.rl.config_checks")}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -72,12 +83,23 @@ def test_imports_point_down_and_are_at_module_level():
   for name, path in MODULES.items():
     for target, line, at_top in _imports(name, path):
       src, dst = _package(name), _package(target)
-      if src and dst and LAYER[dst] > LAYER[src]:
+      if src and dst and LAYER[dst] > LAYER[src] and (name, target) not in PENDING:
         problems.append(f"{path}:{line}: {src} (layer {LAYER[src]}) imports {target} "
                         f"(layer {LAYER[dst]})")
       if not at_top:
         problems.append(f"{path}:{line}: imports {target} inside a function; import it at the top "
                         "(late imports are only for optional third-party packages)")
+  assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("script", sorted(LAUNCH_LAYERS))
+def test_entry_points_import_at_most_their_layer(script):
+  path = LAUNCH / script
+  top = LAYER[LAUNCH_LAYERS[script]]
+  problems = [f"{path}:{line}: imports {target} (layer {LAYER[_package(target)]}); {script} may "
+              f"import up to {LAUNCH_LAYERS[script]} (layer {top})"
+              for target, line, _ in _imports(path.stem, path)
+              if _package(target) and LAYER[_package(target)] > top]
   assert not problems, "\n".join(problems)
 
 
@@ -126,6 +148,8 @@ def test_no_import_cycles_between_packages_or_modules():
 
 
 @pytest.mark.parametrize("src,dst,ok", [("rl", "recipes", True), ("recipes", "rl", False),
-                                        ("text", "data", False), ("data", "text", True)])
+                                        ("text", "data", False), ("data", "text", True),
+                                        ("rl", "eval", True), ("eval", "rl", False),
+                                        ("sft", "rl", False), ("sft", "models", True)])
 def test_the_layer_table_encodes_design(src, dst, ok):
   assert (LAYER[dst] <= LAYER[src]) == ok
