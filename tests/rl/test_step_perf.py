@@ -95,7 +95,7 @@ def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_che
   lengths = step_perf.prompt_lengths(toy_task.make_examples(64), toy_task.prompt_fn, tr.tokenizer, 0)
   listed = update_programs.update_shapes(lengths, max_new_tokens=c.rollout.max_new_tokens,
                                          length_multiple=c.update_loop.length_multiple,
-                                         group_size=c.rollout.group_size)
+                                         rows_per_prompt=c.rollout.group_size)
   assert compiles == len(listed)  # every listed shape once, ahead; step 1's update added none
   assert np.isfinite(history[0]["loss"])
 
