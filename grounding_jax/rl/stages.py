@@ -7,9 +7,9 @@ parts a GRPO step runs.
     stage.close()
 
 A stage sees the run's config with its own overrides applied (setup.stage_config) and starts a fresh
-optimizer schedule over its own steps. A GRPO step (DESIGN.md "One GRPO step, as data") is
-collection (rl/collect.py) then the update (rl/step.py): μ passes × mini-batches, one optimizer
-update each.
+optimizer schedule over its own steps. A GRPO step is collection (rl/collect.py: rollouts of the
+stage's recipe, rewards, DAPO refill, advantages) then the update (rl/step.py: reference and old
+log-probs, μ passes × mini-batches, one optimizer update each).
 """
 
 from __future__ import annotations
