@@ -43,6 +43,7 @@ from grounding_jax import sampling
 from grounding_jax.data import readers
 from grounding_jax.data import splits
 from grounding_jax.eval import curves
+from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
@@ -207,7 +208,7 @@ def run(workdir: str | os.PathLike,
   setup.check_config(grpo_cfg, need_model_path=False)
   examples = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples,
                              [st.data for st in grpo_cfg.stages])
-  rewards = setup.reward_functions(setup.stage_config(grpo_cfg, grpo_cfg.stages[-1]))
+  rewards = from_config.last_stage_rewards(grpo_cfg)
   harness.check_examples(examples, settings, rewards)
   rows, loaded = [], {}  # the passes share one data config: build its rows once (~1.5 s for 256)
   for c in sft_cfgs:

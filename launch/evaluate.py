@@ -40,14 +40,14 @@ import jax
 from ml_collections import config_flags
 
 from grounding_jax import models
+from grounding_jax import parallel
 from grounding_jax import sampling
 from grounding_jax.data import splits
 from grounding_jax.eval import curves
+from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
-from grounding_jax.rl import setup
-from grounding_jax.rl import validate
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
                                           lock_config=True)
@@ -108,7 +108,7 @@ def prepare(config, model_specs, *, output_dir, data=None, num_examples=None, re
   their steps), the labels, the curves workdir, the data rows against the recipe's evaluator and
   rewards, and the judges the evaluator needs. Raises ValueError / FileNotFoundError (one line)."""
   settings = harness.EvalSettings.from_config(config)  # an unknown recipe fails here
-  validate.check_config(config, training=False)
+  from_config.check_config(config)
   refs = [model_ref.resolve(m) for m in model_specs]
   reader_ref = model_ref.resolve(reader) if reader else None
   labels = list(labels or [])
@@ -118,7 +118,7 @@ def prepare(config, model_specs, *, output_dir, data=None, num_examples=None, re
     raise FileNotFoundError(f"--curves={curves_workdir}: no logs/metrics.jsonl there (a training "
                             "workdir that has logged a step)")
   examples = load_examples(config, data, num_examples)
-  rewards = setup.reward_functions(setup.stage_config(config, config.stages[-1]))
+  rewards = from_config.last_stage_rewards(config)
   harness.check_examples(examples, settings, rewards, reader=reader_ref is not None)
   about = {"command": command, "data": describe_data(config, data, examples),
            "decoding": dataclasses.asdict(settings.decoding)}
@@ -134,7 +134,7 @@ def execute(plan: Plan):
   Returns (results, intervals, report.md path or None on other processes).
   """
   config, settings = plan.config, plan.settings
-  mesh = setup.mesh_from_config(config.mesh)
+  mesh = parallel.mesh_from_config(config.mesh)
   compute = models.DTYPES[config.model.compute_dtype]
   options = settings.evaluate_options()  # judges are built once, on first use, for every model
   reader = None

@@ -43,15 +43,16 @@ from ml_collections import config_flags
 import numpy as np
 
 from grounding_jax import models
+from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data import splits
+from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
 from grounding_jax.models import hf_export
 from grounding_jax.rl.config import presets
-from grounding_jax.rl import setup
 from grounding_jax.rl import trainer as trainer_lib
 from grounding_jax.sft import trainer as sft_trainer
 
@@ -213,7 +214,7 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
   settings = harness.EvalSettings.from_config(config)
   n = config.evals.num_examples if num_examples is None else num_examples
   examples = examples_for(config, split, n)
-  rewards = setup.reward_functions(setup.stage_config(config, config.stages[-1]))
+  rewards = from_config.last_stage_rewards(config)
   harness.check_examples(examples, settings, rewards)
   if sft_steps:
     sft_config(config, sft_steps)
@@ -233,7 +234,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
   results = []
   base_path = config.model.path
   if sft_steps:  # the base model's row, then the warm-up; GRPO starts from the SFT model
-    mesh = setup.mesh_from_config(config.mesh)
+    mesh = parallel.mesh_from_config(config.mesh)
     loaded = model_ref.load(model_ref.resolve(base_path), compute_dtype=models.DTYPES[config.model.compute_dtype],
                             mesh=mesh)
     results.append(harness.evaluate_model(loaded.model, loaded.tokenizer, examples, settings,

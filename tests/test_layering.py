@@ -1,7 +1,8 @@
 """Imports point down the package layers of DESIGN.md, with no cycles and no hidden late imports.
 
 Every module's imports are read from its syntax tree (function-level ones included), so an import
-that only runs inside a function counts like any other. The layer order is the data below.
+that only runs inside a function counts like any other. The layer order is the data below; the
+entry points in LAUNCH_LAYERS are held to a layer too (evaluating a run needs no training code).
 """
 
 import ast
@@ -11,7 +12,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "grounding_jax"
 # Lower layers never import higher ones. `rewards` is the old home of get_reward, a re-export above
-# recipes. Within a layer, packages may import each other, as long as no cycle forms.
+# recipes. Within a layer, packages may import each other, as long as no cycle forms. `rl` sits above
+# `eval` (its validation runs the evaluation harness) and `sft`, which share the model-level parts
+# (models/logprobs.py) and so never import the RL loop.
 LAYERS = (
     ("parallel", "optim", "checksums", "checkpoints", "metrics_writer", "paths", "perf", "config_fields"),
     ("models",),
@@ -20,9 +23,12 @@ LAYERS = (
     ("sampling",),
     ("judges",),
     ("recipes",),
-    ("rl", "eval", "sft", "rewards"),
+    ("eval", "sft", "rewards"),
+    ("rl",),
 )
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+LAUNCH = ROOT.parent / "launch"
+LAUNCH_LAYERS = {"evaluate.py": "eval"}  # entry point -> the highest package it may import
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -81,6 +87,17 @@ def test_imports_point_down_and_are_at_module_level():
   assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("script", sorted(LAUNCH_LAYERS))
+def test_entry_points_import_at_most_their_layer(script):
+  path = LAUNCH / script
+  top = LAYER[LAUNCH_LAYERS[script]]
+  problems = [f"{path}:{line}: imports {target} (layer {LAYER[_package(target)]}); {script} may "
+              f"import up to {LAUNCH_LAYERS[script]} (layer {top})"
+              for target, line, _ in _imports(path.stem, path)
+              if _package(target) and LAYER[_package(target)] > top]
+  assert not problems, "\n".join(problems)
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
   """Strongly connected components with more than one node (Tarjan)."""
   index, low, stack, on, out = {}, {}, [], set(), []
@@ -126,6 +143,8 @@ def test_no_import_cycles_between_packages_or_modules():
 
 
 @pytest.mark.parametrize("src,dst,ok", [("rl", "recipes", True), ("recipes", "rl", False),
-                                        ("text", "data", False), ("data", "text", True)])
+                                        ("text", "data", False), ("data", "text", True),
+                                        ("rl", "eval", True), ("eval", "rl", False),
+                                        ("sft", "rl", False), ("sft", "models", True)])
 def test_the_layer_table_encodes_design(src, dst, ok):
   assert (LAYER[dst] <= LAYER[src]) == ok

@@ -13,6 +13,7 @@
   probing      the knowledge-boundary probe (sample a policy many times per question; TruthRL §3.1)
   seqio_tasks  seqio Tasks per dataset × recipe (optional: needs the seqio extra)
   model_ref    which model an HF folder, a workdir, workdir@step or workdir@best is
+  from_config  a run config's evals checks and the reward functions its stages score with
 Judges (NLI and answer correctness) live in grounding_jax.judges.
 """
 

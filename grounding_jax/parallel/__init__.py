@@ -12,7 +12,7 @@ Typical use:
 from grounding_jax.parallel.distributed import distributed_initialize
 from grounding_jax.parallel.host_data import (gather_hosts, global_to_host_local, host_local_to_global,
                                               spanned_processes)
-from grounding_jax.parallel.mesh import make_mesh
+from grounding_jax.parallel.mesh import make_mesh, mesh_from_config
 from grounding_jax.parallel.rules import (DEFAULT_RULES, active_mesh, logical_sharding,
                                           logical_to_spec, use_mesh, with_logical_constraint)
 from grounding_jax.parallel.shard import logical_names, shard_model, state_shardings
@@ -20,5 +20,6 @@ from grounding_jax.parallel.shard import logical_names, shard_model, state_shard
 __all__ = [
     "DEFAULT_RULES", "active_mesh", "distributed_initialize", "gather_hosts", "global_to_host_local",
     "host_local_to_global", "logical_names", "logical_sharding", "logical_to_spec", "make_mesh",
-    "shard_model", "spanned_processes", "state_shardings", "use_mesh", "with_logical_constraint",
+    "mesh_from_config", "shard_model", "spanned_processes", "state_shardings", "use_mesh",
+    "with_logical_constraint",
 ]

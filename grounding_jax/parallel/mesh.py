@@ -101,3 +101,15 @@ def make_mesh(axes: Mapping[str, int] | None = None,
     # Topologies it cannot map (e.g. a device subset) fall back to the given device order.
     return jax.sharding.Mesh(np.asarray(devices, dtype=object).reshape(shape), names,
                              axis_types=axis_types)
+
+
+def mesh_from_config(axes: Any) -> jax.sharding.Mesh | None:
+  """A run config's mesh (config.mesh): over the first prod(sizes) devices (-1 = all remaining), or
+  None when that is one device."""
+  axes = {k: int(v) for k, v in _as_dict(axes).items()}
+  if -1 not in axes.values():
+    size = int(np.prod(list(axes.values())))
+    if size == 1:
+      return None
+    return make_mesh(axes, devices=jax.devices()[:size])
+  return make_mesh(axes) if jax.device_count() > 1 else None

@@ -2,9 +2,12 @@
 
     health = RunHealth(config.health, saved=meta.get("health"))   # counts resume with the checkpoint
     health.start_stage(params)                                    # a new stage: its starting norm
-    metrics = health.observe(step, metrics, params)               # adds health/*; warns; counts skips
-    health.stop_if_stuck(step, checkpointer)                      # NonFiniteRunError after N skips
-    save_finite(checkpointer, step, state, meta | {"health": health.state()})
+    metrics = health.observe(global_step, metrics, params)        # adds health/*; warns; counts skips
+    health.stop_if_stuck(global_step, checkpointer)               # NonFiniteRunError after N skips
+    save_finite(checkpointer, global_step, state, meta | {"health": health.state()})
+
+A step here is a GRPO step, numbered over the run (`global_step`, the logged step); an update is one
+of its μ × num_minibatches optimizer updates, and a non-finite one is skipped.
 
 Non-finite values never reach the parameters: the jitted update applies no update when an advantage,
 the loss, the gradient, the new parameters or the new optimizer state is NaN or inf (rl/update.py,
@@ -153,9 +156,10 @@ class RunHealth:
     """A stage starts from `params`: param_norm_ratio is measured against their norm."""
     self.start_norm = float(_param_norm(params))
 
-  def observe(self, step: int, metrics: Mapping[str, float], params) -> dict:
-    """`metrics` of step `step` with the health/ monitors and nonfinite/skipped_updates added (the
-    update's logprob_gap_* move under health/); logs the step's non-finite values and crossings."""
+  def observe(self, global_step: int, metrics: Mapping[str, float], params) -> dict:
+    """`metrics` of step `global_step` with the health/ monitors and nonfinite/skipped_updates added
+    (the update's logprob_gap_* move under health/); logs the step's non-finite values and
+    crossings."""
     out = {k: v for k, v in metrics.items() if k not in _MOVED}
     values = {name: float(metrics[key]) for name, (_, _, key) in MONITORS.items()
               if key is not None and key in metrics}
@@ -165,17 +169,17 @@ class RunHealth:
     values["param_norm"] = norm
     values["param_norm_ratio"] = norm / max(self.start_norm, 1e-30)
     out.update({f"health/{k}": v for k, v in values.items()})
-    self._count_nonfinite(step, metrics)
+    self._count_nonfinite(global_step, metrics)
     out["nonfinite/skipped_updates"] = float(self.skipped_updates)
-    self._warn_crossings(step, values)
+    self._warn_crossings(global_step, values)
     return out
 
-  def _count_nonfinite(self, step: int, metrics: Mapping[str, float]) -> None:
+  def _count_nonfinite(self, global_step: int, metrics: Mapping[str, float]) -> None:
     bad_rewards = metrics.get("reward/nonfinite_frac", 0.0)
     if bad_rewards:
       logging.warning("step %d: reward not finite in %.3g%% of the rows (reward/nonfinite_frac); "
                       "they count as failed rows (reward/failed_frac=%.3g) and score as "
-                      "reward.on_error says", step, 100 * bad_rewards,
+                      "reward.on_error says", global_step, 100 * bad_rewards,
                       metrics.get("reward/failed_frac", float("nan")))
     skipped = int(metrics.get("nonfinite/skipped", 0))
     if not skipped:
@@ -184,18 +188,19 @@ class RunHealth:
     self.skipped_updates += skipped
     self.consecutive += 1
     if self._first_skipped_step is None:
-      self._first_skipped_step = step
+      self._first_skipped_step = global_step
     self._last_quantity = update_lib.nonfinite_name(metrics.get("nonfinite/first", 0)) or "?"
     limit = self.bounds.max_consecutive_nonfinite
     logging.warning(
         "step %d: %d update(s) skipped, the first non-finite quantity: %s — parameters and "
         "optimizer state are kept from before it (%d step(s) in a row%s; %d update(s) skipped in "
-        "this run, nonfinite/skipped_updates)", step, skipped, _QUANTITIES[self._last_quantity][0],
+        "this run, nonfinite/skipped_updates)", global_step, skipped,
+        _QUANTITIES[self._last_quantity][0],
         self.consecutive,
         f", the run stops at {limit} (health.max_consecutive_nonfinite)" if limit else "",
         self.skipped_updates)
 
-  def stop_if_stuck(self, step: int, checkpointer: checkpoints.Checkpointer) -> None:
+  def stop_if_stuck(self, global_step: int, checkpointer: checkpoints.Checkpointer) -> None:
     """Raises NonFiniteRunError when the last health.max_consecutive_nonfinite steps (0 = never)
     each skipped an update."""
     limit = self.bounds.max_consecutive_nonfinite
@@ -204,25 +209,25 @@ class RunHealth:
     kept = checkpointer.latest_step()
     where = "no checkpoint was written yet" if kept is None else \
         f"the newest checkpoint, {checkpointer.directory / str(kept)}, holds finite parameters"
-    steps = f"step {step} skipped its update" if self.consecutive == 1 else \
-        f"steps {self._first_skipped_step}–{step} each skipped their update"
+    steps = f"step {global_step} skipped its update" if self.consecutive == 1 else \
+        f"steps {self._first_skipped_step}–{global_step} each skipped their update"
     what, fix = _QUANTITIES[self._last_quantity]
     raise NonFiniteRunError(
-        f"stopping at step {step}: {steps} as non-finite (health.max_consecutive_nonfinite="
-        f"{limit}); at step {step} the first non-finite quantity was {what}. "
+        f"stopping at step {global_step}: {steps} as non-finite (health.max_consecutive_nonfinite="
+        f"{limit}); at step {global_step} the first non-finite quantity was {what}. "
         f"{where[0].upper() + where[1:]}: {fix}, then re-run with the same workdir to resume")
 
-  def _warn_crossings(self, step: int, values: Mapping[str, float]) -> None:
+  def _warn_crossings(self, global_step: int, values: Mapping[str, float]) -> None:
     for name, (field, side, _) in MONITORS.items():
       bound, value = self.bounds.get(field), values.get(name)
       if bound is None or value is None or not math.isfinite(value):
         continue  # a non-finite step is reported above; its monitors keep their state
       crossed = value < bound if side == "min" else value > bound
       if crossed and name not in self._crossed:
-        logging.warning("step %d: health/%s=%.4g is %s health.%s=%g", step, name, value,
+        logging.warning("step %d: health/%s=%.4g is %s health.%s=%g", global_step, name, value,
                         "below" if side == "min" else "above", field, bound)
         self._crossed.add(name)
       elif not crossed and name in self._crossed:
-        logging.info("step %d: health/%s=%.4g is back within health.%s=%g", step, name, value,
+        logging.info("step %d: health/%s=%.4g is back within health.%s=%g", global_step, name, value,
                      field, bound)
         self._crossed.discard(name)

@@ -69,19 +69,19 @@ class HostBatches:
     return update_lib.trim_batch(batch, update_lib.prompt_bucket(int(widths[0])),
                                  update_lib.completion_bucket(int(widths[1]), multiple))
 
-  def packed_widths(self, batch: dict, micro: int, group_size: int) -> list[int] | None:
+  def packed_widths(self, batch: dict, micro: int, rows_per_prompt: int) -> list[int] | None:
     """Columns for each micro-batch's packed completions (update.packed_width), the same on every
     host, or None when prompts are not shared. Each is rounded up to update.packed_bucket of the
     completion width L, so a run compiles at most 4 (G <= 4), 6 (G = 8) or 8 (G = 16) gradient
     programs per prompt and completion width, while a micro-batch of short completions runs at a
     smaller width."""
-    if group_size == 1:
+    if rows_per_prompt == 1:
       return None
     mask = np.asarray(batch["loss_mask"])
-    need = [update_lib.packed_width({"loss_mask": mask[i:i + micro]}, group_size)
+    need = [update_lib.packed_width({"loss_mask": mask[i:i + micro]}, rows_per_prompt)
             for i in range(0, len(mask), micro)]
     need = self.gather(np.asarray([need], np.int64)).max(axis=0)
-    return [update_lib.packed_bucket(int(w), mask.shape[1], group_size) for w in need]
+    return [update_lib.packed_bucket(int(w), mask.shape[1], rows_per_prompt) for w in need]
 
   def device_batch(self, batch: dict, micro: int) -> dict:
     """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""

@@ -8,25 +8,24 @@ prompt renderer, optimizer and compiled update programs. Nothing here runs a ste
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import ml_collections
-import numpy as np
 
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax.data import splits
+from grounding_jax.eval import from_config
 from grounding_jax.models import lora
 from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
 
-RewardSpec = Sequence[tuple[str, float, Callable]]
+RewardSpec = from_config.RewardSpec
 _PROGRAMS: dict = {}  # (graphdef, optimizer key, UpdateSettings) -> jitted (train_step, logprob_fn)
 
 
@@ -37,7 +36,7 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
   config_checks.ConfigError with one line per bad value."""
 
   def check_reward(name, options):
-    if options.get("tokenizer") == POLICY_TOKENIZER:  # resolved when the stage is built
+    if options.get("tokenizer") == from_config.POLICY_TOKENIZER:  # resolved when the stage is built
       options = {**options, "tokenizer": None}
     return recipes.get_reward(name, **options).reward_range
 
@@ -70,20 +69,19 @@ def stage_config(config: ml_collections.ConfigDict, st: ml_collections.ConfigDic
         raise ValueError(f"stages[{st.name!r}].{section} sets unknown fields {unknown}; known: "
                          f"{sorted(view[section])}")
       view[section].update(overrides)
-    if st.reward.get("functions"):
-      view.reward.functions = st.reward.functions
+    view.reward.functions = from_config.stage_reward_section(view, st)
   return view
 
 
-def mesh_from_config(axes: ml_collections.ConfigDict):
-  """A Mesh over the first prod(sizes) devices (-1 = all remaining), or None for one device."""
-  axes = {k: int(v) for k, v in axes.items()}
-  if -1 not in axes.values():
-    size = int(np.prod(list(axes.values())))
-    if size == 1:
-      return None
-    return parallel.make_mesh(axes, devices=jax.devices()[:size])
-  return parallel.make_mesh(axes) if jax.device_count() > 1 else None
+def run_mesh(c: ml_collections.ConfigDict):
+  """The run's mesh (config.mesh; None for one device). Raises ValueError when it leaves out the
+  devices of some process: its hosts would train apart."""
+  mesh = parallel.mesh_from_config(c.mesh)
+  if parallel.spanned_processes(mesh) != jax.process_count():
+    raise ValueError(f"{jax.process_count()} processes share one run, but config.mesh="
+                     f"{c.mesh.to_dict()} covers the devices of {parallel.spanned_processes(mesh)}; "
+                     f"give the mesh all {jax.device_count()} devices (e.g. fsdp=-1)")
+  return mesh
 
 
 def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
@@ -114,31 +112,6 @@ def load_stage_examples(data: ml_collections.ConfigDict) -> list:
   return splits.load(data)
 
 
-# A reward option value naming the policy's tokenizer folder (e.g. LEAR's length reward counts its
-# tokens, note 003 §5.2): a path, so the reward pickles to worker processes and loads it there.
-POLICY_TOKENIZER = "policy"
-
-
-def policy_folder(view: ml_collections.ConfigDict, tokenizer=None) -> str:
-  """The policy's HF folder: config.model.path when it is a folder, else the folder the given
-  tokenizer came from, else "" (e.g. model.path "smollm2" before launch/train.py resolves it)."""
-  for path in (view.model.path, getattr(tokenizer, "name_or_path", "")):
-    if path and os.path.isdir(path):
-      return path
-  return ""
-
-
-def reward_options(options: Mapping[str, Any], policy_path: str) -> dict:
-  """A reward's config options with tokenizer="policy" replaced by the policy's folder."""
-  out = dict(options)
-  if out.get("tokenizer") == POLICY_TOKENIZER:
-    if not policy_path:
-      raise ValueError("a reward option tokenizer='policy' needs the policy's folder: set "
-                       "config.model.path to an HF folder (or give the tokenizer folder itself)")
-    out["tokenizer"] = policy_path
-  return out
-
-
 def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Sequence[Any],
                      prompt_fn: Callable[[Any], str], tokenizer) -> list:
   """The stage's examples under rollout.overlong_prompts: all of them ("truncate": the sampler cuts
@@ -157,29 +130,6 @@ def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Seque
   return kept
 
 
-def reward_functions(view: ml_collections.ConfigDict, policy_path: str = "") -> RewardSpec:
-  """[(name, weight, RewardFn)] of a stage view's config.reward.functions (`policy_path` resolves
-  tokenizer="policy" options; default config.model.path).
-
-  Raises:
-    ValueError: a judge spec puts a model on a mesh (`mesh=`) while rewards are scored in worker
-      processes: the judge must share the trainer process's devices (reward.num_workers=0).
-  """
-  for i, f in enumerate(view.reward.functions):
-    for key, value in dict(f.get("options", {})).items():
-      mesh = value.get("mesh") if hasattr(value, "get") else None
-      if mesh and value.get("kind") in ("llm", "nli") and view.reward.num_workers > 0:
-        mesh = mesh.to_dict() if hasattr(mesh, "to_dict") else mesh
-        raise ValueError(f"config.reward.functions[{i}].options.{key}.mesh={mesh!r} "
-                         f"shards the judge over the trainer's devices, but reward.num_workers="
-                         f"{view.reward.num_workers} scores rewards in worker processes, which cannot "
-                         "share them; set --config.reward.num_workers=0 (or drop the judge's mesh)")
-  policy_path = policy_path or policy_folder(view)
-  return [(f.name, float(f.weight),
-           recipes.get_reward(f.name, **reward_options(f.get("options", {}), policy_path)))
-          for f in view.reward.functions]
-
-
 def prompt_fn(recipe: recipes.Recipe, tokenizer, enable_thinking: Optional[bool]
               ) -> Callable[[Any], str]:
   """Example -> the recipe's default prompt through the tokenizer's chat template."""
@@ -196,14 +146,14 @@ def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe
       top_p=r.top_p, top_k=r.top_k, stop=stop, max_prompt_tokens=r.max_prompt_tokens)
 
 
-def optimizer(view: ml_collections.ConfigDict, num_steps: int):
-  """(optimizer, cache key) of a stage: a fresh schedule over its `num_steps` GRPO steps of
-  μ × num_minibatches updates each (optimizer.schedule_unit says which of the two warm-up and decay
-  count); equal keys share programs."""
+def optimizer(view: ml_collections.ConfigDict, grpo_steps: int):
+  """(optimizer, cache key) of a stage: a fresh schedule over its `grpo_steps` GRPO steps of
+  μ × num_minibatches optimizer updates each (optimizer.schedule_unit says which of the two warm-up
+  and decay count); equal keys share programs."""
   u = view.update_loop
-  per_step = u.num_iterations * u.num_minibatches
-  return (optim.build_optimizer(view.optimizer, num_steps, per_step),
-          (view.optimizer.to_json(sort_keys=True), num_steps, per_step))
+  updates_per_step = u.num_iterations * u.num_minibatches
+  return (optim.build_optimizer(view.optimizer, grpo_steps, updates_per_step),
+          (view.optimizer.to_json(sort_keys=True), grpo_steps, updates_per_step))
 
 
 def programs(graphdef, optimizer_, key, settings: update_lib.UpdateSettings):
@@ -221,4 +171,6 @@ def stage_rewards(given: Optional[RewardSpec | Mapping[str, RewardSpec]], st,
   """The stage's reward functions: passed to the Trainer (one list, or one per stage name), else
   built from the stage view's config (tokenizer="policy" options name the policy's folder)."""
   spec = given.get(st.name) if isinstance(given, Mapping) else given
-  return list(spec) if spec is not None else reward_functions(view, policy_folder(view, tokenizer))
+  if spec is not None:
+    return list(spec)
+  return from_config.reward_functions(view, from_config.policy_folder(view, tokenizer))

@@ -5,7 +5,7 @@ micro-batches (exact gradient accumulation), after the reference and old log-pro
 
 The batch is trimmed to the columns some row needs (update_loop.length_multiple); with shared
 prompts, each micro-batch runs its groups' completions packed after their prompt at its own width.
-Mini-batches are drawn by a permutation seeded with (seed, step) and move whole groups.
+Mini-batches are drawn by a permutation seeded with (seed, global step) and move whole groups.
 
 The log-prob gap monitor (health/logprob_gap_*) compares the sampler's log-probs of the loss tokens
 with the trainer's at the same parameters, without an extra pass: with recomputed old log-probs,
@@ -44,12 +44,13 @@ class StepResult:
 
 
 class Updater:
-  """Runs the update of one step for one stage.
+  """Runs the update of one GRPO step for one stage.
 
   Args:
     view: the stage's config (setup.stage_config): loss, update_loop, seed.
     settings: the jitted update's static settings (update.settings_from_config(view)).
-    train_step, logprob_fn: the stage's jitted programs (update.make_train_step / make_logprob_fn).
+    train_step, logprob_fn: the stage's jitted programs (update.make_train_step: one optimizer
+      update; update.make_logprob_fn).
     hosts: the host ↔ mesh plumbing.
     perf: records the programs each step runs (their FLOPs and memory, rl/step_perf.py); or None.
   """
@@ -85,13 +86,15 @@ class Updater:
       batch["old_logp"] = ro.sampler_logp
     return self.hosts.trim(batch, c.update_loop.length_multiple)
 
-  def run(self, gb: collect.GroupBatch, params, rest, opt_state, ref_params, step: int) -> StepResult:
-    """One step's updates from `gb`; `step` seeds the mini-batch permutation."""
+  def run(self, gb: collect.GroupBatch, params, rest, opt_state, ref_params, global_step: int
+          ) -> StepResult:
+    """One GRPO step's optimizer updates from `gb`; `global_step` (the run's GRPO steps before
+    this one) seeds the mini-batch permutation and the LoRA dropout masks."""
     c, settings, hosts = self.c, self.settings, self.hosts
     u = c.update_loop
     mb = u.micro_batch_size
     batch = self._host_batch(gb)
-    widths = hosts.packed_widths(batch, mb, settings.group_size)  # in batch order
+    widths = hosts.packed_widths(batch, mb, settings.rows_per_prompt)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
     recompute = not self.keeps_sampler_logp(c, settings)
@@ -108,12 +111,12 @@ class Updater:
     t0 = time.perf_counter()
     n = len(batch["advantages"])
     per_mini = n // u.num_minibatches
-    perm_rng = np.random.default_rng([c.seed, step])
-    unit = settings.group_size  # a shared prompt's group moves between mini-batches whole
-    step_metrics = []
+    perm_rng = np.random.default_rng([c.seed, global_step])
+    unit = settings.rows_per_prompt  # a shared prompt's group moves between mini-batches whole
+    update_metrics = []  # one dict per optimizer update (μ × num_minibatches of them)
     # LoRA adapter dropout (model.lora.dropout) draws fresh masks for every update of every step.
     lora_c = c.model.lora
-    dropout = (jax.random.fold_in(jax.random.key(c.seed), step)
+    dropout = (jax.random.fold_in(jax.random.key(c.seed), global_step)
                if lora_c.rank > 0 and lora_c.dropout > 0 else None)
     for _ in range(u.num_iterations):
       order = np.arange(n)
@@ -121,7 +124,7 @@ class Updater:
         order = rollout_lib.group_rows(perm_rng.permutation(n // unit), unit)
       for m in range(u.num_minibatches):
         mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
-        mini_widths = hosts.packed_widths(mini, mb, settings.group_size)
+        mini_widths = hosts.packed_widths(mini, mb, settings.rows_per_prompt)
         self._await(mini, mini_widths)
         self._compile_new_widths(params, rest, mini, mini_widths)
         with hosts.context():
@@ -132,16 +135,16 @@ class Updater:
                                packed_width=mini_widths[i] if mini_widths else None)
           params, opt_state, sm = self.train_step(
               params, rest, opt_state, device_mini, packed_width=mini_widths,
-              dropout_key=None if dropout is None else jax.random.fold_in(dropout, len(step_metrics)))
-        step_metrics.append(sm)
-    step_metrics = jax.device_get(step_metrics)
+              dropout_key=None if dropout is None else jax.random.fold_in(dropout, len(update_metrics)))
+        update_metrics.append(sm)
+    update_metrics = jax.device_get(update_metrics)
     t_update = time.perf_counter() - t0
     if gap is None:  # measured in the first update's loss pass, before the policy moved
-      gap = {k: float(v) for k, v in step_metrics[0].items() if k.startswith("logprob_gap")}
+      gap = {k: float(v) for k, v in update_metrics[0].items() if k.startswith("logprob_gap")}
     # Each mini-batch's metrics weigh alike; ratio extremes stay extremes (losses.reduce_metrics).
     metrics = {k: float(v) for k, v in losses.reduce_metrics(
         [{k: (float(v), 1.0) for k, v in sm.items() if not k.startswith("logprob_gap")}
-         for sm in step_metrics], xp=np).items()}
+         for sm in update_metrics], xp=np).items()}
     metrics.update(gap)
     return StepResult(params, opt_state, metrics, t_ref, t_update)
 
@@ -167,7 +170,7 @@ class Updater:
   def _compile_new_widths(self, params, rest, mini: dict, widths) -> None:
     """Compiles the gradient programs a mini-batch needs and no step has built, concurrently
     (one XLA compile keeps ~one core busy; train_step would build them one after another), when
-    there are two or more. Step 1 of the 2-core GRPO bench needs up to four."""
+    there are two or more (a run's first GRPO step can need several)."""
     shapes = {update_programs.UpdateShape(mini["prompt_ids"].shape[1], mini["completion_ids"].shape[1],
                                           w) for w in (widths or [None])} - self.seen
     self.seen |= shapes

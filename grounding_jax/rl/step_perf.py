@@ -127,7 +127,7 @@ def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBat
   """
   shapes = update_programs.update_shapes(prompt_lengths, max_new_tokens=max_new_tokens,
                                          length_multiple=length_multiple,
-                                         group_size=settings.group_size)
+                                         rows_per_prompt=settings.rows_per_prompt)
   widest = max(shapes, key=lambda s: (s.prompt_width, s.completion_width, s.packed_width or 0))
   keys = update_programs.batch_keys(settings, sampler_logp)
   num_micro = max(rows_per_step // micro_batch_size, 1)

@@ -27,8 +27,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
-from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.rl import losses
 from grounding_jax.sampling.prompts import bucket_length
 
@@ -45,16 +45,17 @@ class UpdateSettings:
     remat: recompute chunk logits in the backward pass.
     on_policy: old log-probs are the current ones under stop_gradient (μ = 1 with one update per
       rollout batch, as TRL does), so no old_logp input and no extra forward pass.
-    group_size: G > 1 when every micro-batch holds whole groups of G consecutive rows sharing one
-      prompt: each prompt then runs once per micro-batch, its completions packed after it
-      (logprobs.completion_logprobs); 1 = every row runs its own copy of its prompt.
+    rows_per_prompt: consecutive rows that share one prompt in the update: the rollout group size G
+      when every micro-batch holds whole groups (each prompt then runs once per micro-batch, its
+      completions packed after it: logprobs.completion_logprobs); 1 = every row runs its own copy
+      of its prompt.
   """
   loss: losses.PolicyLossConfig
   temperature: float = 1.0
   chunk_size: int = 4096
   remat: bool = True
   on_policy: bool = False
-  group_size: int = 1
+  rows_per_prompt: int = 1
 
 
 def logprob_temperature(c) -> float:
@@ -95,7 +96,7 @@ def settings_from_config(c) -> UpdateSettings:
   shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
   return UpdateSettings(loss=loss_cfg, temperature=logprob_temperature(c),
                         chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,
-                        on_policy=on_policy, group_size=g if shared else 1)
+                        on_policy=on_policy, rows_per_prompt=g if shared else 1)
 
 
 # What `nonfinite/first` names (1-based; 0 = every quantity finite), in the order one feeds the next:
@@ -139,9 +140,9 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
   params / rest are the nnx.Param and other state of `nnx.split(model, nnx.Param, ...)`; params and
   opt_state are donated. `batch` is a dict of arrays [num_micro, micro_batch, ...], or a list of
-  micro-batch dicts [micro_batch, ...] whose widths may differ. packed_width (settings.group_size > 1
-  only): columns of a group's packed completions (logprobs.completion_logprobs; default
-  group_size · L), one int or one per micro-batch. Each micro-batch runs in a jitted gradient
+  micro-batch dicts [micro_batch, ...] whose widths may differ. packed_width (settings.rows_per_prompt
+  > 1 only): columns of a group's packed completions (logprobs.completion_logprobs; default
+  rows_per_prompt · L), one int or one per micro-batch. Each micro-batch runs in a jitted gradient
   program compiled once per shape and packed width; a jitted apply program then divides the summed
   gradients by the summed denominators and steps the optimizer. metrics: name -> scalar (loss,
   pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm, nonfinite/skipped,
@@ -161,7 +162,7 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
       logp, entropy = logprobs_lib.completion_logprobs(
           model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
           temperature=settings.temperature, chunk_size=settings.chunk_size, with_entropy=True,
-          remat=settings.remat, group_size=settings.group_size, packed_width=packed_width)
+          remat=settings.remat, rows_per_prompt=settings.rows_per_prompt, packed_width=packed_width)
     if not cfg.entropy_coef:
       entropy = jax.lax.stop_gradient(entropy)  # metric only: no backward through it
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
@@ -229,7 +230,7 @@ def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callabl
     logp, _ = logprobs_lib.completion_logprobs(
         model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
         temperature=settings.temperature, chunk_size=settings.chunk_size, remat=False,
-        group_size=settings.group_size, packed_width=packed_width)
+        rows_per_prompt=settings.rows_per_prompt, packed_width=packed_width)
     return logp
 
   def fn(params, rest, batch, packed_width=None):
@@ -265,13 +266,13 @@ def trim_batch(batch: dict, prompt_width: int, completion_width: int) -> dict:
   return out
 
 
-def packed_width(batch: dict, group_size: int) -> int:
+def packed_width(batch: dict, rows_per_prompt: int) -> int:
   """The largest number of attended completion tokens (each row's up to its last loss token) in one
-  group of `group_size` consecutive rows: the width a group's completions need when packed
+  group of `rows_per_prompt` consecutive rows: the width a group's completions need when packed
   (logprobs.completion_logprobs). Host numpy; batch as in `content_widths`."""
   mask = np.asarray(batch["loss_mask"])
   last = np.where(mask.any(axis=1), mask.shape[1] - np.argmax(mask[:, ::-1], axis=1), 0)
-  return int(last.reshape(-1, group_size).sum(axis=1).max(initial=0))
+  return int(last.reshape(-1, rows_per_prompt).sum(axis=1).max(initial=0))
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -306,14 +307,14 @@ def completion_bucket(n: int, multiple: int) -> int:
 _PACKED_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
 
-def packed_bucket(need: int, length: int, group_size: int) -> int:
+def packed_bucket(need: int, length: int, rows_per_prompt: int) -> int:
   """Columns of a group's packed completions: length · b for the smallest b in 1, 2, 3, 4, 6, 8,
   12, ... (two per octave, <= 50 % padding past 2) with length · b >= need, at most
-  group_size · length (which always fits). G <= 4 gives G widths, G = 8: 6, G = 16: 8."""
+  rows_per_prompt · length (which always fits). G <= 4 gives G widths, G = 8: 6, G = 16: 8."""
   for b in _PACKED_STEPS:
-    if b >= group_size or length * b >= need:
-      return length * min(b, group_size)
-  return length * group_size
+    if b >= rows_per_prompt or length * b >= need:
+      return length * min(b, rows_per_prompt)
+  return length * rows_per_prompt
 
 
 def split_model(model: nnx.Module) -> tuple[nnx.GraphDef, Any, Any]:

@@ -1,6 +1,6 @@
 """The gradient programs a run compiles, listed from its configuration and compiled ahead of step 1.
 
-  shapes = update_shapes(prompt_lengths, max_new_tokens=256, length_multiple=32, group_size=8)
+  shapes = update_shapes(prompt_lengths, max_new_tokens=256, length_multiple=32, rows_per_prompt=8)
   pending = compile_update_programs(train_step, params, rest, hosts, shapes, settings=settings,
                                     micro_batch_size=16, threads=4)
   ... sample step 1 ...
@@ -44,14 +44,14 @@ class UpdateShape:
 
 
 def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_multiple: int,
-                  group_size: int) -> list[UpdateShape]:
+                  rows_per_prompt: int) -> list[UpdateShape]:
   """Every shape the update can run for prompts of these token lengths (sorted).
 
   Args:
     prompt_lengths: the dataset's prompt lengths in tokens (after any max_prompt_tokens cut).
     max_new_tokens: rollout.max_new_tokens.
     length_multiple: update_loop.length_multiple (0: the sampler's widths, untrimmed).
-    group_size: UpdateSettings.group_size (1 = prompts not shared: no packed width).
+    rows_per_prompt: UpdateSettings.rows_per_prompt (1 = prompts not shared: no packed width).
   Returns:
     per prompt bucket, completion buckets x packed buckets shapes (e.g. 3 x 4 for 128 new
     tokens, multiple 32, G = 4).
@@ -65,8 +65,8 @@ def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_
   shapes = []
   for lp in prompts:
     for lc in completions:
-      packed = ({update_lib.packed_bucket(need, lc, group_size)
-                 for need in range(1, group_size * lc + 1)} if group_size > 1 else {None})
+      packed = ({update_lib.packed_bucket(need, lc, rows_per_prompt)
+                 for need in range(1, rows_per_prompt * lc + 1)} if rows_per_prompt > 1 else {None})
       shapes += [UpdateShape(lp, lc, w) for w in sorted(packed, key=lambda w: w or 0)]
   return shapes
 
@@ -129,7 +129,8 @@ def compile_stage(view, settings: update_lib.UpdateSettings, train_step: Callabl
   less those in `skip` (built already); returns {shape: future}."""
   r, u = view.rollout, view.update_loop
   shapes = update_shapes(prompt_lengths, max_new_tokens=r.max_new_tokens,
-                         length_multiple=u.length_multiple, group_size=settings.group_size)
+                         length_multiple=u.length_multiple,
+                         rows_per_prompt=settings.rows_per_prompt)
   skip = set(skip)
   shapes = [s for s in ([max(shapes)] if widest_only else shapes) if s not in skip]
   if not shapes:

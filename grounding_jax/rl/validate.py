@@ -7,14 +7,16 @@ checkpoint kept beside the newest.
 
 The held-out split is `data.splits.held_out(config.evals.data, ...)` (a synthetic run's unasked
 questions, or a file), loaded and checked against the recipe's evaluator and rewards when the
-Validator is built, so a bad row stops the run before its first step. Each run is
-`eval.harness.evaluate_model` on the current policy; its row is logged as eval/<metric>.
+Validator is built (the Trainer builds it as `train` begins, not with itself), so a bad row stops the
+run before its first step; the judges and the BERTScore encoder load at the first validation. Each run
+is `eval.harness.evaluate_model` on the current policy; its row is logged as eval/<metric>.
 
 With `checkpoint.best_metric` (e.g. "eval/f1") and `best_mode` ("max" / "min"), a validation that
 improves on the best value so far saves the full training state to <workdir>/checkpoints_best (one
 kept; `evaluate.py --model=<workdir>@best` reads it). The best value and step ride in every regular
 checkpoint's metadata, so a resumed run compares against the best of the steps before it. LEAR keeps
-the best checkpoint on its dev set this way (note 003 §12).
+the best checkpoint on its dev set this way (arXiv:2507.15586 §4.1: "select the best-performing model
+on the dev set").
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from grounding_jax import checkpoints
 from grounding_jax.data import splits
+from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 
@@ -34,21 +37,11 @@ BEST_DIR = model_ref.BEST_CHECKPOINTS
 MODES = ("max", "min")
 
 
-def check_config(c: ml_collections.ConfigDict, *, training: bool = True) -> None:
-  """Raises ValueError naming the field when config.evals (and, for training, its schedule and
-  checkpoint.best_*) cannot run."""
+def check_config(c: ml_collections.ConfigDict) -> None:
+  """Raises ValueError naming the field when config.evals (eval/from_config.check_config), its
+  schedule or checkpoint.best_* cannot run while training."""
+  from_config.check_config(c)
   ev, ck = c.evals, c.checkpoint
-  if ev.data.kind not in splits.KINDS:
-    raise ValueError(f"evals.data.kind={ev.data.kind!r}; expected one of {splits.KINDS}")
-  if ev.decoding.num_samples < 1 or ev.batch_size < 1:
-    raise ValueError(f"evals.decoding.num_samples={ev.decoding.num_samples} and evals.batch_size="
-                     f"{ev.batch_size} must be >= 1")
-  shared = ev.get("shared_prefix_min_tokens", 0)
-  if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
-    raise ValueError(f"evals.shared_prefix_min_tokens={shared!r} must be an int >= 0 (0: every "
-                     "prompt runs whole)")
-  if not training:
-    return
   if ev.every_steps < 0:
     raise ValueError(f"evals.every_steps={ev.every_steps} must be >= 0 (0 = no validation)")
   if ev.every_steps and ev.data.kind == "jsonl" and not ev.data.path:
@@ -95,7 +88,7 @@ class Validator:
     harness.check_examples(self.examples, self.settings, rewards)
     self.tokenizer, self.mesh, self.rewards = tokenizer, mesh, rewards
     self.prompt_fn, self.console = prompt_fn, console
-    self.options = self.settings.evaluate_options()  # judges built once, on first use
+    self._options: Optional[dict] = None  # judges and BERTScore encoder: built at the first run
     self.metric, self.mode = config.checkpoint.best_metric, config.checkpoint.best_mode
     self.best_value: Optional[float] = None
     self.best_step: Optional[int] = None
@@ -114,11 +107,17 @@ class Validator:
       return {}
     return {"best": {"metric": self.metric, "value": self.best_value, "step": self.best_step}}
 
+  def options(self) -> dict:
+    """The evaluator's judge arguments (harness.EvalSettings.evaluate_options), built once."""
+    if self._options is None:
+      self._options = self.settings.evaluate_options()
+    return self._options
+
   def run(self, policy, step: int) -> dict[str, float]:
     """The held-out evaluation of `policy` (a model or its (graphdef, state) split) as eval/<metric>."""
     result = harness.evaluate_model(policy, self.tokenizer, self.examples, self.settings,
                                     rewards=self.rewards, mesh=self.mesh, name=f"step {step}",
-                                    progress=self.console, options=self.options,
+                                    progress=self.console, options=self.options(),
                                     prompt_fn=self.prompt_fn)
     return {f"eval/{k}": v for k, v in result.metrics.items()}
 

@@ -9,7 +9,7 @@ rollout), so nothing is re-tokenised.
 
 Log-probs: log_softmax(logits / T) of each sampled token over the full vocabulary — after temperature,
 before top-k/top-p truncation; for greedy decoding (T = 0), log_softmax(logits). The trainer computes
-its log-probs with the same temperature (rl/logprobs.py).
+its log-probs with the same temperature (models/logprobs.py).
 
 Compiled programs: the prompt length (longest real prompt) and max_new_tokens are each rounded up to a
 bucket in {16, 20, 24, 28, 32, 40, 48, 56, 64, 80, ...} (four buckets per octave, <= 25% padding), and the

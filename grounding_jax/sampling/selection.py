@@ -9,7 +9,7 @@ two-level search: cumulative sums of ~sqrt(V)-sized block totals find the block,
 sum inside that block finds the token. Sorting happens only when top-p < 1 (full sort) or top-k is
 set (`lax.top_k`).
 
-Log-prob convention (shared with the trainer, rl/logprobs.py): the log-prob recorded for a token is
+Log-prob convention (shared with the trainer, models/logprobs.py): the log-prob recorded for a token is
 log_softmax(logits / T)[token] over the FULL vocabulary, i.e. after temperature and before top-k/top-p
 truncation. For greedy decoding (T = 0) it is log_softmax(logits)[token] (T = 1).
 """

@@ -30,8 +30,8 @@ from grounding_jax import metrics_writer
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
+from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
-from grounding_jax.rl import logprobs as logprobs_lib
 from grounding_jax.sft import data as sft_data
 
 
@@ -75,8 +75,7 @@ def default_config() -> ml_collections.ConfigDict:
   # Rows whose prompts all begin with at least this many identical tokens (a recipe's system prompt
   # and instructions) run that prefix once per micro-batch, with each row's remaining prompt tokens
   # and completion packed after it (Transformer.hidden_states_shared_prefix): the same loss from
-  # fewer tokens (the demo's rows share 236 of their 330-377 prompt tokens: launch/bench_sft_step.py
-  # measured 4.76 s a step of 4 rows against 6.54 s whole). 0 = every row runs whole.
+  # fewer tokens (launch/bench_sft_step.py measures the gain). 0 = every row runs whole.
   c.shared_prefix_min_tokens = 32
   c.optimizer = optim.default_optimizer_config()
   c.optimizer.learning_rate = 2e-5
@@ -199,10 +198,9 @@ def pack_micro_batches(data: dict[str, np.ndarray], idx: np.ndarray, micro_batch
 def packed_nll_sum(model, batch: dict, chunk_size: int) -> tuple[jax.Array, jax.Array]:
   """`nll_sum` of one `pack_micro_batches` micro-batch: the shared prefix runs once.
 
-  Not rl/logprobs.completion_logprobs(group_size=...), which shares a prompt the same way: it takes
-  log-probs at every packed column, and here most columns are prompt; only the completion columns
-  ("source") reach the LM head (a first version through it: 5.35 s a demo SFT step, this one 4.95 s,
-  a tighter packed width included).
+  Not models/logprobs.completion_logprobs(rows_per_prompt=...), which shares a prompt the same way:
+  it takes log-probs at every packed column, and here most columns are prompt; only the completion
+  columns ("source") reach the LM head.
   """
   prefix_h, packed_h = model.hidden_states_shared_prefix(
       batch["prefix_ids"], jnp.ones(batch["prefix_ids"].shape, bool), batch["ids"],

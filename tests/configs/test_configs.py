@@ -14,8 +14,8 @@ import tokenizers
 import transformers
 
 from grounding_jax.data.schema import Example, Passage
+from grounding_jax.eval import from_config
 from grounding_jax.recipes import available_recipes, get_recipe, get_reward
-from grounding_jax.rl import setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -42,7 +42,7 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
   for st in c.stages:
     assert st.recipe in available_recipes()
     for fn in (st.reward.get("functions") or c.reward.functions):
-      options = setup.reward_options(fn.options, str(tmp_path))  # tokenizer="policy": a folder
+      options = from_config.reward_options(fn.options, str(tmp_path))  # tokenizer="policy": a folder
       if fn.name.startswith("trust") and arg == "runlocal":
         # Offline, SmolLM2 asked yes/no is the NLI judge (built on first use), for Trust-Score too.
         assert options["nli"] == c.evals.judges.nli == "smollm2"
@@ -129,7 +129,6 @@ def test_truthrl_judge_presets():
   with pytest.raises(ValueError, match="unknown preset"):
     module.get_config("runlocl")
   # A judge sharded over the trainer's devices cannot be scored in worker processes.
-  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
   local.reward.num_workers = 2
   with pytest.raises(ValueError, match=r"functions\[0\]\.options\.judge\.mesh=.*num_workers=0"):
-    setup.reward_functions(local)
+    from_config.reward_functions(local)

@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import pytest
 
+from grounding_jax.eval import from_config
 from grounding_jax.eval import probing
 from grounding_jax.recipes import data_presets, get_recipe, get_reward
-from grounding_jax.rl import setup
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "paper_hyperparameter_tables.md"
@@ -72,7 +72,7 @@ def _reward(c, stage=0):
   """The stage's first reward function as the trainer builds it (judges / NLI left unbuilt; a served
   judge's base_url, which the user gives, filled in)."""
   fns = c.stages[stage].reward.get("functions") or c.reward.functions
-  options = setup.reward_options(fns[0].options, str(ROOT))
+  options = from_config.reward_options(fns[0].options, str(ROOT))
   judge = options.get("judge")
   if hasattr(judge, "get") and judge.get("kind") == "openai":
     options["judge"] = {**dict(judge), "base_url": judge.get("base_url") or "http://judge"}

@@ -140,12 +140,12 @@ def _completion_bank(ex):
 
 
 def _stage_rewards(c, st, policy_path):
+  from grounding_jax.eval import from_config  # pylint: disable=g-import-not-at-top
   from grounding_jax.recipes import get_reward  # pylint: disable=g-import-not-at-top
-  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
   from recipes.fakes import SubstringNLI  # pylint: disable=g-import-not-at-top
   out = []
   for fn in (st.reward.get("functions") or c.reward.functions):
-    options = setup.reward_options(fn.options, policy_path)  # tokenizer="policy" (LEAR)
+    options = from_config.reward_options(fn.options, policy_path)  # tokenizer="policy" (LEAR)
     if fn.name.startswith("trust"):
       options["nli"] = SubstringNLI()
     out.append((fn.name, float(fn.weight), get_reward(fn.name, **options)))

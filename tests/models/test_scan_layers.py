@@ -12,7 +12,7 @@ from flax import nnx
 
 from grounding_jax import sampling
 from grounding_jax.models import load_pretrained, save_pretrained
-from grounding_jax.rl import logprobs
+from grounding_jax.models import logprobs
 
 _INIT = dict(initializer_range=0.2)  # sharp attention: a layer mix-up moves logits by O(1)
 
@@ -109,10 +109,10 @@ def test_scanned_kv_cache_decode_equals_unrolled(both):
     np.testing.assert_allclose(a, b, atol=2e-6)
 
 
-@pytest.mark.parametrize("remat,policy,group_size", [
+@pytest.mark.parametrize("remat,policy,rows_per_prompt", [
     (False, "full", 1), (True, "save_dots", 1), (True, "full", 3)])
-def test_gradients_equal_unrolled(tiny_checkpoint, remat, policy, group_size):
-  """Gradients of completion log-probs, per-row forward (group_size 1) or the shared-prefix
+def test_gradients_equal_unrolled(tiny_checkpoint, remat, policy, rows_per_prompt):
+  """Gradients of completion log-probs, per-row forward (rows_per_prompt 1) or the shared-prefix
   forward (3 completions per prompt), with and without remat."""
   folder = tiny_checkpoint("llama", **_INIT)
   ids, mask = _batch(3)
@@ -127,7 +127,7 @@ def test_gradients_equal_unrolled(tiny_checkpoint, remat, policy, group_size):
     def loss(params):
       logp, entropy = logprobs.completion_logprobs(
           nnx.merge(graphdef, params, rest), prompt_ids, prompt_mask, completion_ids,
-          completion_mask, with_entropy=True, group_size=group_size, chunk_size=32)
+          completion_mask, with_entropy=True, rows_per_prompt=rows_per_prompt, chunk_size=32)
       return jnp.sum(jnp.where(completion_mask, logp + 0.1 * entropy, 0.0)), logp
 
     (value, logp), g = jax.jit(jax.value_and_grad(loss, has_aux=True))(params)

@@ -62,8 +62,7 @@ class NanFirstRow(toy_task.TargetShareReward):
 
 def test_nan_reward_rows_count_as_failed_and_the_run_trains_on(tiny_checkpoint, tmp_path, caplog):
   ckpt = tiny_checkpoint("llama")
-  tr = toy_task.make_trainer(ckpt, tmp_path, _config(tmp_path))
-  tr._reward_functions = [("toy", 1.0, NanFirstRow())]
+  tr = toy_task.make_trainer(ckpt, tmp_path, _config(tmp_path), reward=NanFirstRow())
   with caplog.at_level(logging.WARNING):
     history = tr.train(max_steps=2)
   for h in history:

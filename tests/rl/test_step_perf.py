@@ -10,6 +10,7 @@ import pytest
 import toy_task
 from grounding_jax import perf
 from grounding_jax.rl import data_stream
+from grounding_jax.rl import stages as stages_lib
 from grounding_jax.rl import step_perf
 from grounding_jax.rl import update as update_lib
 from grounding_jax.rl import update_programs
@@ -94,7 +95,7 @@ def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_che
   lengths = step_perf.prompt_lengths(toy_task.make_examples(64), toy_task.prompt_fn, tr.tokenizer, 0)
   listed = update_programs.update_shapes(lengths, max_new_tokens=c.rollout.max_new_tokens,
                                          length_multiple=c.update_loop.length_multiple,
-                                         group_size=c.rollout.group_size)
+                                         rows_per_prompt=c.rollout.group_size)
   assert compiles == len(listed)  # every listed shape once, ahead; step 1's update added none
   assert np.isfinite(history[0]["loss"])
 
@@ -105,8 +106,9 @@ def test_compile_ahead_widest_builds_the_widest_program_of_a_steps_prompts(tiny_
   c.update_loop.compile_ahead = "widest"
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
   st = c.stages[0]
-  view, collector, updater, _, pool, stream = tr._stage(st, position=8)
-  pool.close()
+  stage = stages_lib.Stage.plan(c, 0, tr.run).start(tr.run, 8, tr.params, tr.rest)
+  view, updater, stream = stage.view, stage.updater, stage.stream
+  stage.pool.close()
   assert not updater.pending  # "widest" starts with each step, not with the stage
   # The step's prompts as a fresh stream hands them out, at the widest completion and packed widths.
   first = data_stream.ExampleStream(toy_task.make_examples(64), seed=st.data.seed + view.seed,
@@ -114,10 +116,10 @@ def test_compile_ahead_widest_builds_the_widest_program_of_a_steps_prompts(tiny_
   lengths = step_perf.prompt_lengths(first, toy_task.prompt_fn, tr.tokenizer, 0)
   widest = update_programs.UpdateShape(update_lib.prompt_bucket(max(lengths)),
                                        c.rollout.max_new_tokens, 4 * c.rollout.max_new_tokens)
-  pending = tr._compile_ahead(view, updater, collector, stream.peek(4))
+  pending = stage.compile_ahead(tr.run, tr.params, tr.rest, stream.peek(4))
   assert list(pending) == [widest] and stream.position == 8  # peeked, not taken
   updater.add_pending(pending)
-  assert tr._compile_ahead(view, updater, collector, stream.peek(4)) == {}  # never twice
+  assert stage.compile_ahead(tr.run, tr.params, tr.rest, stream.peek(4)) == {}  # never twice
   assert pending[widest].result() >= 0
   updater.close()
   assert not updater.pending

@@ -60,8 +60,7 @@ def test_dapo_options_and_off_policy_updates(tiny_checkpoint, tmp_path):
   c.update_loop.num_iterations = 2
   c.update_loop.num_minibatches = 2
   c.update_loop.micro_batch_size = 4
-  tr = toy_task.make_trainer(ckpt, tmp_path, c)
-  tr._reward_functions = [("toy", 1.0, HalfConstantReward())]
+  tr = toy_task.make_trainer(ckpt, tmp_path, c, reward=HalfConstantReward())
   history = tr.train()
   for h in history:
     # Half of each round's groups are constant; the refill keeps only informative groups.
@@ -135,14 +134,14 @@ def test_bad_batch_split_is_rejected(tmp_path):
 
 def test_prompts_are_shared_when_micro_batches_hold_whole_groups(tmp_path):
   """The toy runs above train with shared prompts (8-row micro-batches of 4-completion groups)."""
-  def group_size(**update_loop):
+  def rows_per_prompt(**update_loop):
     c = toy_task.toy_config(tmp_path)
     c.update_loop.update(update_loop)
-    return update.settings_from_config(c).group_size
+    return update.settings_from_config(c).rows_per_prompt
 
-  assert group_size() == 4
-  assert group_size(micro_batch_size=2) == 1          # a group would span micro-batches
-  assert group_size(share_prompts=False) == 1
+  assert rows_per_prompt() == 4  # the rollout group size G
+  assert rows_per_prompt(micro_batch_size=2) == 1          # a group would span micro-batches
+  assert rows_per_prompt(share_prompts=False) == 1
 
 
 class RecordingReward(toy_task.TargetShareReward):

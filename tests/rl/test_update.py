@@ -12,8 +12,8 @@ from flax import nnx
 
 from grounding_jax import models
 from grounding_jax import parallel
+from grounding_jax.models import logprobs
 from grounding_jax.rl import config as rl_config
-from grounding_jax.rl import logprobs
 from grounding_jax.rl import losses
 from grounding_jax.rl import update
 from update_cases import (L, LP, N, SETTINGS, assert_same_update, micro_batches, random_batch,
@@ -133,25 +133,25 @@ def test_logprob_fn_on_a_rematerialised_model(tiny):
   np.testing.assert_allclose(out[1], out[0], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("group_size,mesh_axes,tight", [
+@pytest.mark.parametrize("rows_per_prompt,mesh_axes,tight", [
     (4, None, True),                                  # one group per micro-batch, tightly packed
     (2, {"data": 2, "fsdp": 2, "tensor": 2}, False),  # 2 groups per micro-batch over 4 batch shards
 ])
-def test_shared_prompt_update_equals_per_row(tiny, group_size, mesh_axes, tight):
-  """Running each group's prompt once with its completions packed after it (UpdateSettings.group_size)
+def test_shared_prompt_update_equals_per_row(tiny, rows_per_prompt, mesh_axes, tight):
+  """Running each group's prompt once with its completions packed after it (UpdateSettings.rows_per_prompt)
   gives the per-row update and the per-row reference log-probs, also when the groups do not divide
   the mesh's batch shards."""
   batch = random_batch(96, seed=6)
-  for k in ("prompt_ids", "prompt_mask"):  # rows in groups of `group_size` share a prompt
-    batch[k] = np.repeat(batch[k][::group_size], group_size, axis=0)
+  for k in ("prompt_ids", "prompt_mask"):  # rows in groups of `rows_per_prompt` share a prompt
+    batch[k] = np.repeat(batch[k][::rows_per_prompt], rows_per_prompt, axis=0)
   batch["loss_mask"][1, 1] = False  # a hole inside a completion stays attended
   want = update_grads(models.load_pretrained(tiny), batch, 2)  # the update donates the model's params
-  shared = dataclasses.replace(SETTINGS, group_size=group_size)
-  width = update.packed_width(batch, group_size) if tight else None
+  shared = dataclasses.replace(SETTINGS, rows_per_prompt=rows_per_prompt)
+  width = update.packed_width(batch, rows_per_prompt) if tight else None
   if tight:
-    assert width < group_size * L and width == max(
-        sum(np.flatnonzero(batch["loss_mask"][r])[-1] + 1 for r in range(i, i + group_size))
-        for i in range(0, N, group_size))
+    assert width < rows_per_prompt * L and width == max(
+        sum(np.flatnonzero(batch["loss_mask"][r])[-1] + 1 for r in range(i, i + rows_per_prompt))
+        for i in range(0, N, rows_per_prompt))
   mesh = parallel.make_mesh(mesh_axes) if mesh_axes else None
   assert_same_update(update_grads(models.load_pretrained(tiny, mesh=mesh), batch, 2, mesh=mesh, settings=shared,
                       packed_width=width), want)
@@ -228,10 +228,10 @@ def test_bucketed_widths_give_the_exact_update(tiny):
   """Widened to their buckets by HostBatches (prompt and completion columns, packed widths), the
   shared-prompt update equals the per-row update of the unpadded batch."""
   from grounding_jax.rl import host_batch  # pylint: disable=g-import-not-at-top
-  group_size = 4
+  rows_per_prompt = 4
   batch = random_batch(96, seed=7)
   for k in ("prompt_ids", "prompt_mask"):
-    batch[k] = np.repeat(batch[k][::group_size], group_size, axis=0)
+    batch[k] = np.repeat(batch[k][::rows_per_prompt], rows_per_prompt, axis=0)
   want = update_grads(models.load_pretrained(tiny), batch, 2)
   padded = dict(batch)
   for k in ("prompt_ids", "prompt_mask"):
@@ -242,10 +242,10 @@ def test_bucketed_widths_give_the_exact_update(tiny):
   trimmed = hosts.trim(padded, 4)
   assert trimmed["prompt_ids"].shape[1] == LP + 4  # the prompt bucket (16) is wider than the array
   assert trimmed["loss_mask"].shape[1] == 8  # 5 content columns -> completion bucket 4 * 2
-  widths = hosts.packed_widths(trimmed, N // 2, group_size)
-  tight = [update.packed_width({"loss_mask": trimmed["loss_mask"][i:i + N // 2]}, group_size)
+  widths = hosts.packed_widths(trimmed, N // 2, rows_per_prompt)
+  tight = [update.packed_width({"loss_mask": trimmed["loss_mask"][i:i + N // 2]}, rows_per_prompt)
            for i in (0, N // 2)]
   assert all(w % 8 == 0 and w >= t for w, t in zip(widths, tight)) and widths != tight
-  shared = dataclasses.replace(SETTINGS, group_size=group_size)
+  shared = dataclasses.replace(SETTINGS, rows_per_prompt=rows_per_prompt)
   assert_same_update(update_grads(models.load_pretrained(tiny), trimmed, 2, settings=shared,
                       packed_width=widths), want)

@@ -17,13 +17,13 @@ from grounding_jax.rl import update_programs
 
 def test_shape_set_is_the_buckets_product():
   shapes = update_programs.update_shapes([205, 218, 300], max_new_tokens=128, length_multiple=32,
-                                         group_size=4)
+                                         rows_per_prompt=4)
   assert {s.prompt_width for s in shapes} == {224, 320}
   assert {s.completion_width for s in shapes} == {32, 64, 128}
   assert len(shapes) == 2 * 3 * 4  # per prompt bucket: 3 completion x 4 packed widths
   assert {s.packed_width for s in shapes if s.completion_width == 128} == {128, 256, 384, 512}
   unshared = update_programs.update_shapes([100], max_new_tokens=100, length_multiple=32,
-                                           group_size=1)
+                                           rows_per_prompt=1)
   assert [(s.completion_width, s.packed_width) for s in unshared] == [(32, None), (64, None),
                                                                       (100, None)]
 
@@ -41,7 +41,7 @@ def _rollout_batch(rng, lp, lc, n=8, group_size=4):
 
 def test_compiled_ahead_programs_are_not_compiled_again(tiny_checkpoint):
   settings = update.UpdateSettings(loss=losses.PolicyLossConfig(), chunk_size=48, on_policy=True,
-                                   group_size=4)
+                                   rows_per_prompt=4)
   model = models.load_pretrained(tiny_checkpoint("llama"))
   graphdef, params, rest = update.split_model(model)
   optimizer = optax.sgd(1e-3)
@@ -64,7 +64,7 @@ def test_compiled_ahead_programs_are_not_compiled_again(tiny_checkpoint):
                                         trimmed["loss_mask"].shape[1], w)
             for w in hosts.packed_widths(trimmed, 4, 4)}
   listed = update_programs.update_shapes(batch["prompt_mask"].sum(axis=1), max_new_tokens=16,
-                                         length_multiple=8, group_size=4)
+                                         length_multiple=8, rows_per_prompt=4)
   assert shapes <= set(listed)
   pending = update_programs.compile_update_programs(train_step, params, rest, hosts, sorted(shapes),
                                                     settings=settings, micro_batch_size=4, num_micro=2,

@@ -10,7 +10,10 @@ import pytest
 
 from grounding_jax import checkpoints
 from grounding_jax.data import jsonl
+from grounding_jax.data import splits
 from grounding_jax.data.schema import Example
+from grounding_jax.eval import from_config
+from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.rl import validate
 
@@ -72,4 +75,31 @@ def test_bad_validation_settings_fail_before_training(tmp_path):
     validate.check_config(c)
   c.evals.data.kind, c.evals.shared_prefix_min_tokens = "synthetic", -1
   with pytest.raises(ValueError, match=r"evals.shared_prefix_min_tokens=-1 must be an int >= 0"):
-    validate.check_config(c, training=False)
+    from_config.check_config(c)  # evaluation's check (launch/evaluate.py); training runs it too
+  with pytest.raises(ValueError, match=r"evals.shared_prefix_min_tokens=-1 must be an int >= 0"):
+    validate.check_config(c)
+
+
+def test_the_validator_is_built_on_first_use_not_with_the_trainer(tiny_checkpoint, tmp_path,
+                                                                  monkeypatch):
+  # Building a Trainer (e.g. for its startup report) loads no held-out split and no BERT encoder;
+  # `train` builds the validator before its first step, and the encoder loads at the first run.
+  c = _config(tmp_path)
+  c.evals.bertscore = "/a/bert/folder"
+  loaded, scorers = [], []
+  held_out = splits.held_out
+  monkeypatch.setattr(splits, "held_out", lambda *a, **k: loaded.append(a[0]) or held_out(*a, **k))
+  monkeypatch.setattr(harness, "BertScorer", lambda path: scorers.append(path) or "scorer")
+  tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
+  assert tr._validator is None and not loaded and not scorers
+  validator = tr.validator
+  assert len(loaded) == 1 and len(validator.examples) == 16 and not scorers
+  assert tr.validator is validator  # built once
+  assert validator.options()["bertscorer"] == "scorer" and validator.options()
+  assert scorers == ["/a/bert/folder"]
+
+
+def test_no_validator_without_validation(tiny_checkpoint, tmp_path):
+  c = toy_task.toy_config(tmp_path)
+  assert c.evals.every_steps == 0
+  assert toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c).validator is None

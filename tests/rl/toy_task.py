@@ -75,11 +75,12 @@ def resume_config(workdir):
   return c
 
 
-def make_trainer(ckpt, workdir, config=None):
+def make_trainer(ckpt, workdir, config=None, reward=None):
+  """A Trainer on the toy task, scored by `reward` (default TargetShareReward)."""
   from grounding_jax import models
   from grounding_jax.rl import trainer
   config = config or resume_config(workdir)
   data = make_examples(64)
   return trainer.Trainer(config, model=models.load_pretrained(ckpt), tokenizer=make_tokenizer(),
-                         reward_functions=[("toy", 1.0, TargetShareReward())],
+                         reward_functions=[("toy", 1.0, reward or TargetShareReward())],
                          datasets={"toy": data, "toy2": data[::-1]}, prompt_fn=prompt_fn)

@@ -10,8 +10,8 @@ import pytest
 
 from grounding_jax import models
 from grounding_jax.data.schema import Example, Passage
+from grounding_jax.eval import from_config
 from grounding_jax.recipes import get_reward
-from grounding_jax.rl import setup
 from grounding_jax.recipes.lear import recipe as lear
 from grounding_jax.recipes.lear import rollout as lear_rollout
 
@@ -85,7 +85,7 @@ def test_tokenizer_lengths():
 def test_tokenizer_folder_counts_the_policys_tokens_and_pickles_as_a_path(smollm2_dir):
   # Lengths in the policy's tokenizer tokens. The config names tokenizer="policy";
   # the trainer's set-up resolves it to the policy's folder, and the reward loads it lazily.
-  options = setup.reward_options({"tokenizer": "policy", "tau": 0.5}, str(smollm2_dir))
+  options = from_config.reward_options({"tokenizer": "policy", "tau": 0.5}, str(smollm2_dir))
   assert options == {"tokenizer": str(smollm2_dir), "tau": 0.5}
   fn = get_reward("lear", **options)
   rationale, evidence = "Hamlet's author: William Shakespeare (1564-1616).", "Shakespeare wrote it."
@@ -100,10 +100,11 @@ def test_tokenizer_folder_counts_the_policys_tokens_and_pickles_as_a_path(smollm
   assert out["len_rationale"][0] != len(rationale.split())
   assert out["len_passages"][0] == 5 * count(PASSAGES[0].text)
   with pytest.raises(ValueError, match="config.model.path"):
-    setup.reward_options({"tokenizer": "policy"}, "")
+    from_config.reward_options({"tokenizer": "policy"}, "")
   # model.path "smollm2" (before launch/train.py resolves it): the given tokenizer's folder.
   view = ml_collections.ConfigDict({"model": {"path": "smollm2"}})
-  assert setup.policy_folder(view, tok) == str(smollm2_dir) and setup.policy_folder(view) == ""
+  assert from_config.policy_folder(view, tok) == str(smollm2_dir)
+  assert from_config.policy_folder(view) == ""
   with pytest.raises(ValueError, match="resolves it"):
     get_reward("lear", tokenizer="policy")
   with pytest.raises(ValueError, match="not a folder"):

@@ -18,11 +18,11 @@ import pytest
 from grounding_jax import sampling
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models import load_pretrained, load_tokenizer
+from grounding_jax.models import logprobs
 from grounding_jax.recipes import get_recipe
 from grounding_jax.recipes import get_reward
 from grounding_jax.recipes.lear import recipe as lear
 from grounding_jax.recipes.lear import rollout as lear_rollout
-from grounding_jax.rl import logprobs
 from grounding_jax.rl import trainer as trainer_lib
 from grounding_jax.sampling import rollout as rollout_lib
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from grounding_jax.rl import logprobs
+from grounding_jax.models import logprobs
 
 
 def _full(hidden, kernel, targets, temperature):

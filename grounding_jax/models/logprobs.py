@@ -85,11 +85,11 @@ def token_logprobs(hidden: jax.Array, kernel: jax.Array, targets: jax.Array, *,
   return tgt - lse, entropy
 
 
-def pack_groups(completion_ids: jax.Array, lengths: jax.Array, group_size: int, width: int):
+def pack_groups(completion_ids: jax.Array, lengths: jax.Array, rows_per_prompt: int, width: int):
   """Packs each group's completions one after another: G rows of [L] -> one row of [width].
 
   Args:
-    completion_ids: int32[N, L], N = groups · group_size consecutive rows per group.
+    completion_ids: int32[N, L], N = groups · rows_per_prompt consecutive rows per group.
     lengths: int[N], tokens kept from the start of each row.
     width: packed columns; at least the largest per-group sum of lengths (later tokens are lost).
   Returns:
@@ -98,17 +98,17 @@ def pack_groups(completion_ids: jax.Array, lengths: jax.Array, group_size: int, 
     the packed column of each row's first token).
   """
   n, length = completion_ids.shape
-  groups = n // group_size
-  lens = lengths.reshape(groups, group_size).astype(jnp.int32)
+  groups = n // rows_per_prompt
+  lens = lengths.reshape(groups, rows_per_prompt).astype(jnp.int32)
   ends = jnp.cumsum(lens, axis=1)
   starts = ends - lens
   cols = jnp.arange(width, dtype=jnp.int32)
   segment = jnp.sum(cols[None, :, None] >= ends[:, None, :], axis=-1)          # [groups, width]
-  valid = segment < group_size
-  segment = jnp.minimum(segment, group_size - 1)
+  valid = segment < rows_per_prompt
+  segment = jnp.minimum(segment, rows_per_prompt - 1)
   offset = cols[None] - jnp.take_along_axis(starts, segment, axis=1)
   src = segment * length + jnp.clip(offset, 0, length - 1)
-  ids = jnp.take_along_axis(completion_ids.reshape(groups, group_size * length), src, axis=1)
+  ids = jnp.take_along_axis(completion_ids.reshape(groups, rows_per_prompt * length), src, axis=1)
   return (jnp.where(valid, ids, 0), jnp.where(valid, offset, 0), jnp.where(valid, segment, -1),
           starts.reshape(n))
 
@@ -116,7 +116,7 @@ def pack_groups(completion_ids: jax.Array, lengths: jax.Array, group_size: int, 
 def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
                         completion_ids: jax.Array, completion_mask: jax.Array, *,
                         temperature: float = 1.0, chunk_size: int = 4096, with_entropy: bool = False,
-                        remat: bool = True, group_size: int = 1, packed_width: Optional[int] = None
+                        remat: bool = True, rows_per_prompt: int = 1, packed_width: Optional[int] = None
                         ) -> tuple[jax.Array, Optional[jax.Array]]:
   """Log-probs (and entropies) of completion tokens given their prompts, under `model`.
 
@@ -129,8 +129,8 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
     completion_ids, completion_mask: int32 / bool [N, L], right-padded. Every completion token up
       to a row's last True is attended, so a token inside the completion that conditions what follows
       without counting (LEAR's forced "<answer>" prefix, recipes/lear_rollout.py) stays in the context.
-    group_size: G > 1 when rows come in groups of G consecutive rows with the same prompt (a GRPO
-      group; only each group's first prompt row is read). Each prompt then runs once and its
+    rows_per_prompt: G > 1 when rows come in groups of G consecutive rows with the same prompt (a
+      GRPO group; only each group's first prompt row is read). Each prompt then runs once and its
       completions, up to their last attended token, run packed into one row of `packed_width`
       columns (Transformer.hidden_states_shared_prefix): the same log-probs from groups · (Lp +
       packed_width) tokens instead of N · (Lp + L). N % G == 0.
@@ -146,7 +146,7 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
   attended = jax.lax.cummax(completion_mask.astype(jnp.int32), axis=1, reverse=True) > 0
   kernel = model.lm_head_kernel()
   opts = dict(temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy, remat=remat)
-  if group_size == 1:
+  if rows_per_prompt == 1:
     ids = jnp.concatenate([prompt_ids.astype(jnp.int32), completion_ids], axis=1)
     mask = jnp.concatenate([prompt_mask.astype(bool), attended], axis=1)
     hidden = model.hidden_states(ids, mask)[:, lp - 1:lp - 1 + length]
@@ -154,10 +154,10 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
 
   # Each group's first row, by reshape: a strided slice (prompt_ids[::G]) gave a wrong embedding
   # gradient on a data 2 x fsdp 2 x tensor 2 mesh (XLA's partitioner; tests/rl/test_update.py).
-  first_row = lambda x: x.reshape(-1, group_size, lp)[:, 0]
+  first_row = lambda x: x.reshape(-1, rows_per_prompt, lp)[:, 0]
   p_ids, p_mask = first_row(prompt_ids).astype(jnp.int32), first_row(prompt_mask).astype(bool)
-  width = packed_width or group_size * length
-  ids, offset, segment, start = pack_groups(completion_ids, jnp.sum(attended, axis=1), group_size,
+  width = packed_width or rows_per_prompt * length
+  ids, offset, segment, start = pack_groups(completion_ids, jnp.sum(attended, axis=1), rows_per_prompt,
                                             width)
   positions = jnp.sum(p_mask, axis=1, keepdims=True) + offset
   prompt_h, packed_h = model.hidden_states_shared_prefix(p_ids, p_mask, ids, positions, segment)
@@ -166,7 +166,7 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
   hidden = jnp.where((offset == 0)[..., None], prompt_h[:, -1:], before)
   logp, entropy = token_logprobs(hidden, kernel, ids, **opts)
   # Back to rows: token t of row r sits at packed column start[r] + t of its group.
-  group = jnp.arange(n)[:, None] // group_size
+  group = jnp.arange(n)[:, None] // rows_per_prompt
   col = jnp.minimum(start[:, None] + jnp.arange(length)[None], width - 1)
   unpack = lambda x: None if x is None else x[group, col]
   return unpack(logp), unpack(entropy)
