@@ -16,7 +16,7 @@ r"""LEAR (arXiv:2507.15586): extract rational evidence; answers from three hard-
 
 The policy writes <reason>r</reason><extract>e</extract> (stop "</extract>", Table 10), then answers
 three times, from (q, P, r), (q, e) and (q, P, r, e) contexts prefilled from scratch (Eq. 4, the
-recipe's rollout: grounding_jax/recipes/lear_rollout.py, options in config.rollout.options); only
+recipe's rollout: grounding_jax/recipes/lear/rollout.py, options in config.rollout.options); only
 ỹ = {r, e, o_f} is trained on (Eq. 12).
 Reward (Eqs. 5–9): 0.8 · mean F1(o_r, o_e, o_f) + 0.1 · length + 0.1 · format, ω = 0.9.
 

@@ -243,7 +243,7 @@ def _retrievers(names: Iterable[str]) -> tuple[dict[str, retrieval.Retriever], d
     if _RERANKER.value:
       options["rerank_fn"] = retrieval.cross_encoder_rerank_fn(reranker.CrossEncoder(_RERANKER.value))
       info["reranker"] = _RERANKER.value
-    else:  # README deviations: no cross-encoder offline; fuse the dense and BM25 orders instead
+    else:  # docs/recipes/grace.md deviations: no cross-encoder offline; fuse the dense and BM25 orders instead
       options["rerank_fn"] = retrieval.fusion_rerank_fn(encoder)
       info["reranker"] = "rank fusion of dense and BM25 (offline stand-in; pass --reranker)"
       print("dense_rerank: no --reranker folder, so the dense top k + 5 are reranked by a rank fusion "

@@ -136,15 +136,17 @@ def execute(plan: Plan):
   config, settings = plan.config, plan.settings
   mesh = parallel.mesh_from_config(config.mesh)
   compute = models.DTYPES[config.model.compute_dtype]
+  attention = config.model.get("attention")  # the attention kernel (models/attention.py)
   options = settings.evaluate_options()  # judges are built once, on first use, for every model
   reader = None
   if plan.reader is not None:
-    loaded = model_ref.load(plan.reader, compute_dtype=compute, mesh=mesh)
+    loaded = model_ref.load(plan.reader, compute_dtype=compute, mesh=mesh,
+                            attention_implementation=attention)
     reader = (loaded.model, loaded.tokenizer)
   results = []
   for ref, name in zip(plan.refs, plan.labels):
     t0 = time.perf_counter()
-    loaded = model_ref.load(ref, compute_dtype=compute, mesh=mesh)
+    loaded = model_ref.load(ref, compute_dtype=compute, mesh=mesh, attention_implementation=attention)
     results.append(harness.evaluate_model(loaded.model, loaded.tokenizer, plan.examples, settings,
                                           rewards=plan.rewards, mesh=mesh, reader=reader, name=name,
                                           options=options))

@@ -175,7 +175,8 @@ def _lora_fields(section) -> dict:
               lora_save_base=bool(section.get("save_base", False)))
 
 
-def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rules=None) -> LoadedModel:
+def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rules=None,
+         attention_implementation: str | None = None) -> LoadedModel:
   """Loads the model and tokenizer of `ref` (a ModelRef or a spec for `resolve`).
 
   Args:
@@ -183,6 +184,7 @@ def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rule
     dtype: parameter dtype; None = as stored (the run's model.param_dtype; float32 for HF folders).
     compute_dtype: activation dtype; None = `dtype`.
     mesh, rules: place parameters sharded by logical axis names (see models.load_pretrained).
+    attention_implementation: the attention kernel (models/attention.py); None = the model's default.
   """
   if not isinstance(ref, ModelRef):
     ref = resolve(ref)
@@ -190,7 +192,8 @@ def load(ref: ModelRef | str, *, dtype=None, compute_dtype=None, mesh=None, rule
   # The base folder gives the architecture, the tokenizer and arrays with the right shardings, which
   # the checkpoint's parameters then replace (read and cast by orbax straight into those shardings).
   model = models.load_pretrained(ref.hf_folder, dtype=dtype, compute_dtype=compute_dtype, mesh=mesh,
-                                 rules=rules, scan_layers=ref.scan_layers)
+                                 rules=rules, scan_layers=ref.scan_layers,
+                                 attention_implementation=attention_implementation)
   tokenizer = models.load_tokenizer(ref.hf_folder)
   if ref.workdir is None:
     return LoadedModel(model, tokenizer, ref)

@@ -128,7 +128,7 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
     prompt_ids, prompt_mask: int32 / bool [N, Lp], left-padded (one row per completion).
     completion_ids, completion_mask: int32 / bool [N, L], right-padded. Every completion token up
       to a row's last True is attended, so a token inside the completion that conditions what follows
-      without counting (LEAR's forced "<answer>" prefix, recipes/lear_rollout.py) stays in the context.
+      without counting (LEAR's forced "<answer>" prefix, recipes/lear/rollout.py) stays in the context.
     rows_per_prompt: G > 1 when rows come in groups of G consecutive rows with the same prompt (a
       GRPO group; only each group's first prompt row is read). Each prompt then runs once and its
       completions, up to their last attended token, run packed into one row of `packed_width`

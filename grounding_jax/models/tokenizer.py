@@ -16,9 +16,8 @@ def _direct_class(folder: pathlib.Path):
   """transformers.TokenizersBackend when AutoTokenizer would build exactly that class for `folder`,
   else None (then AutoTokenizer decides).
 
-  Why: importing AutoTokenizer's module imports every model's config and, through them, torch:
-  ~2 s of each run's start on the 2-core CPU (0.1 s for the tokenizer itself), a fifth of the
-  resumed run's budget (issue 17). The rule follows transformers 5's AutoTokenizer.from_pretrained:
+  Why: importing AutoTokenizer's module imports every model's config and, through them, torch,
+  which costs each run's start far more than the tokenizer itself (docs/benchmarks.md). The rule follows transformers 5's AutoTokenizer.from_pretrained:
   a folder whose tokenizer_config.json names "TokenizersBackend" (what transformers 5 writes for a
   tokenizer.json tokenizer, e.g. SmolLM2's converted folder), without remote code ("auto_map"), of a
   model type this package loads (none of them is in AutoTokenizer's list of hub classes it

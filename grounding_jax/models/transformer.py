@@ -43,8 +43,8 @@ _REMAT_POLICIES = {
     # (2·q_heads + 2·kv_heads)·head_dim + 2·mlp + embed floats — far below what makes
     # un-rematerialised training run out of memory (every activation, and the attention
     # probabilities, [heads, T, T] up to ModelConfig.attention_query_chunk tokens) — and skips
-    # recomputing the matmuls, which are most of a layer's FLOPs. Measure before choosing it: on a
-    # 2-core CPU the stored outputs cost more than the recomputation (launch/bench_grpo_step.py).
+    # recomputing the matmuls, which are most of a layer's FLOPs. Measure before choosing it
+    # (launch/bench_grpo_step.py): on a CPU the stored outputs can cost more than the recomputation.
     "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
 

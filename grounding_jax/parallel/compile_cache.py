@@ -26,9 +26,9 @@ ENV_VAR = "GROUNDING_JAX_COMPILE_CACHE"
 _OFF = ("", "off", "none", "0", "false")
 
 # Keep every program, however quick to compile. jax's default (1 s) skips the tens of small programs
-# a training step also compiles (optimizer apply, masks, gathers, layer slices, eager ops): the
-# bench's resumed step compiled 55 of them again at the former 0.1 s threshold (each takes 5-60 ms;
-# 2.3 s together on the loaded 2-core CPU), and reads them back in 1.3 s with 0. An entry is a few KB.
+# a training step also compiles (optimizer apply, masks, gathers, layer slices, eager ops), which a
+# resumed run would otherwise compile again (docs/benchmarks.md, "Smaller figures"). An entry is a
+# few KB.
 MIN_COMPILE_SECONDS = 0.0
 # No minimum entry size (0 lets jax apply the threshold its file system prefers).
 MIN_ENTRY_BYTES = 0

@@ -94,7 +94,8 @@ def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
     model = models.load_pretrained(c.model.path, dtype=models.DTYPES[c.model.param_dtype],
                                    compute_dtype=models.DTYPES[c.model.compute_dtype],
                                    remat=c.model.remat, remat_policy=c.model.remat_policy,
-                                   scan_layers=c.model.scan_layers, mesh=mesh)
+                                   scan_layers=c.model.scan_layers,
+                                   attention_implementation=c.model.attention, mesh=mesh)
     tokenizer = tokenizer or models.load_tokenizer(c.model.path)
   adding = c.model.lora.rank > 0 and not lora.has_adapters(model)
   if adding:  # fresh adapters, B = 0: the base model's outputs

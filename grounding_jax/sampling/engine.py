@@ -73,11 +73,9 @@ def inference_state(model) -> tuple[nnx.GraphDef, Any]:
   Converted once per call, outside the programs and their loops: with bf16 compute over float32
   master weights each decode step then reads half the weight bytes, and the matmuls see the same
   bf16 weights either way, so log-probs match the trainer's. A scanned model is unstacked because
-  the decode loop runs per-layer weights faster (a scan in the loop: ~40 % slower per step), and
-  eagerly, one small program per parameter shape, because XLA:CPU compiles the same slices inside
-  one program slowly (SmolLM2's 270 slices: ~9 s; inside the decode program: 15 s against 6.5 s).
-  Each call then costs one pass over the weights (SmolLM2: ~0.04 s float32, ~0.09 s bf16 on 2
-  cores; the first ~0.4 s, compiling the slices).
+  the decode loop runs per-layer weights faster than a scan inside the loop, and eagerly, one small
+  program per parameter shape, because XLA:CPU compiles the same slices inside one program slowly
+  (figures in docs/benchmarks.md, "Smaller figures"). Each call then costs one pass over the weights.
   """
   dtype = jnp.dtype(model.compute_dtype)
   # LoRA adapters are folded into their weights here, in float32 before the cast (W + s·A B, one

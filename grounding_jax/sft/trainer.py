@@ -30,6 +30,7 @@ from grounding_jax import metrics_writer
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import sampling
+from grounding_jax.models import attention
 from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
 from grounding_jax.sft import data as sft_data
@@ -45,9 +46,10 @@ def default_config() -> ml_collections.ConfigDict:
       param_dtype="float32",      # master weights (and the checkpoints' dtype)
       compute_dtype="float32",    # "bfloat16" on accelerators
       remat=False,                # recompute layer activations in the backward pass
-      remat_policy="full",        # "full" | "save_dots" (see rl/config.py)
-      scan_layers=True,           # one layer body scanned over stacked weights (see rl/config.py)
-      lora=lora.config_section(),  # rank > 0: train LoRA adapters only (see rl/config.py)
+      remat_policy="full",        # "full" | "save_dots" (see rl/config/fields.py)
+      scan_layers=True,           # one layer body scanned over stacked weights (see rl/config/fields.py)
+      attention="auto",           # the attention kernel (models/attention.py)
+      lora=lora.config_section(),  # rank > 0: train LoRA adapters only (see models/lora.py)
   ))
   c.data = ml_collections.ConfigDict(dict(
       kind="jsonl",               # "jsonl": rows {prompt | messages, target} from `path` (sft/data.py);
@@ -255,6 +257,9 @@ class SFTTrainer:
                rows: Optional[Sequence[sft_data.SFTRow]] = None):
     self.config = config
     lora.check_config(config)  # before any model loads
+    if config.model.get("attention", "auto") not in attention.IMPLEMENTATIONS:
+      raise ValueError(f"model.attention={config.model.attention!r}: expected one of "
+                       f"{attention.IMPLEMENTATIONS} (models/attention.py)")
     if config.batch_size % config.micro_batch_size:
       raise ValueError(f"batch_size={config.batch_size} is not a multiple of "
                        f"micro_batch_size={config.micro_batch_size}")
@@ -275,7 +280,8 @@ class SFTTrainer:
                                      compute_dtype=models.DTYPES[config.model.compute_dtype],
                                      remat=config.model.remat,
                                      remat_policy=config.model.remat_policy,
-                                     scan_layers=config.model.scan_layers)
+                                     scan_layers=config.model.scan_layers,
+                                     attention_implementation=config.model.get("attention"))
     if config.model.lora.rank > 0 and not lora.has_adapters(model):
       model = lora.add_from_config(model, config.model.lora, config.seed)
     self.model, self.tokenizer = model, tokenizer

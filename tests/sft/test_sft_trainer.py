@@ -153,6 +153,15 @@ def test_bad_shared_prefix_setting_is_named_before_the_model_loads(tmp_path):
     sft.SFTTrainer(c, rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _pairs()])
 
 
+def test_bad_attention_kernel_is_named_before_the_model_loads(tmp_path):
+  c = sft.default_config()
+  c.workdir = str(tmp_path)
+  c.model.path = str(tmp_path / "no_model_here")
+  c.model.attention = "flash"
+  with pytest.raises(ValueError, match=r"model.attention='flash': expected one of \('auto', 'xla'\)"):
+    sft.SFTTrainer(c, rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _pairs()])
+
+
 def test_packing_pays_for_long_shared_prefixes_only():
   """SmolLM2's shapes: 4 rows of ~400 tokens sharing 236 pack (~0.5x the FLOPs); 8 rows of 1,500
   sharing 300 do not (~2.3x: every packed token attends to all 9,600 others)."""

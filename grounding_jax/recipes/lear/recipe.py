@@ -190,7 +190,7 @@ class LearReward(base.RewardFn):
     self._tokenizer_path = None
     if tokenizer == "policy":
       raise ValueError("lear: tokenizer='policy' names the policy's tokenizer in a config; the trainer "
-                       "resolves it to config.model.path (rl/setup.py). Pass a tokenizer folder here.")
+                       "resolves it to config.model.path (eval/from_config.py). Pass a tokenizer folder here.")
     if isinstance(tokenizer, str):
       if not os.path.isdir(tokenizer):
         raise ValueError(f"lear: tokenizer={tokenizer!r} is not a folder; give a tokenizer folder "

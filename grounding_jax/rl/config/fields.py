@@ -21,6 +21,7 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax.config_fields import Field
 from grounding_jax.data import synthetic
+from grounding_jax.models import attention
 from grounding_jax.models import lora
 from grounding_jax.models import transformer
 from grounding_jax.parallel import compile_cache
@@ -110,6 +111,9 @@ MODEL = (
     Field("model.scan_layers", True, bool, "one layer body scanned over stacked weights: about L "
           "times less layer code to compile, same numbers; False = a list of layers (Orbax "
           "checkpoints of the two layouts differ, HF folders do not)"),
+    Field("model.attention", "auto", str, "the attention kernel (models/attention.py); 'auto' picks "
+          "the backend's best that exists ('xla' on every backend until a fused kernel lands)",
+          choices=attention.IMPLEMENTATIONS),
     # LoRA: rank > 0 trains adapters on `targets` only; the optimizer and the checkpoints hold just
     # the adapters, and the KL reference is the stage's initial adapters over the same frozen
     # weights (no second copy of the model when kl_coef > 0).
