@@ -21,6 +21,7 @@ with remat on this is hardware FLOPs rather than the 6·N·tokens model-FLOPs co
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -369,3 +370,18 @@ def _memory_stats(device) -> dict[str, Any] | None:
     return device.memory_stats()
   except Exception:  # pylint: disable=broad-except  # some backends raise instead of returning None
     return None
+
+
+@contextlib.contextmanager
+def trace(profile_dir: str | None):
+  """A jax.profiler trace of the block written under `profile_dir` (plugins/profile/<run>/*.xplane.pb:
+  TensorBoard's profile plugin, xprof or Perfetto read it); nothing when `profile_dir` is empty.
+  Block on the block's outputs inside it, or the trace ends before their device work does."""
+  if not profile_dir:
+    yield
+    return
+  jax.profiler.start_trace(str(profile_dir))
+  try:
+    yield
+  finally:
+    jax.profiler.stop_trace()
