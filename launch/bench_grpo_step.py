@@ -48,6 +48,7 @@ launch/bench_suite.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -399,8 +400,9 @@ def main(argv):
         f"steps={_STEPS.value} kl_coef={_KL.value} (ours: remat_policy={_REMAT_POLICY.value}, "
         f"scan_layers={_SCAN.value}, compile_ahead={_COMPILE_AHEAD.value}, "
         f"lora_rank={_LORA_RANK.value})")
-  ceilings = perf.measure_ceilings(_DTYPE.value)
-  print(ceilings.line(), flush=True)
+  ceilings = perf.measure_ceilings(_DTYPE.value) if _OURS.value else None  # TRL alone: no jax
+  if ceilings:
+    print(ceilings.line(), flush=True)
   setup = _setup()
   if _LORA_RANK.value:
     update_memory(setup[0], setup[1], setup[3])
@@ -410,7 +412,8 @@ def main(argv):
         f"{_NEW_TOKENS.value} new tokens; model {_MODEL_SHAPE.value or 'from ' + str(setup[0])}")
   result = dict(bench="grpo_step", model_shape=_MODEL_SHAPE.value, prompts=_PROMPTS.value,
                 group_size=_GROUP.value, new_tokens=_NEW_TOKENS.value, dtype=_DTYPE.value,
-                micro_batch_size=_MICRO.value, device=ceilings.device_kind,
+                micro_batch_size=_MICRO.value,
+                ceilings=dataclasses.asdict(ceilings) if ceilings else None,
                 prompt_tokens_mean=float(np.mean(lengths)))
   if _OURS.value:
     tr, hist = run_ours(*setup)

@@ -33,6 +33,7 @@ shared machine hits both; per-round ratios and their medians are printed. Takes 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -173,7 +174,8 @@ def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsiz
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), {n_new} new tokens, "
         f"temperature={temp}, dtype={_DTYPE.value}", flush=True)
   result = dict(case=f"{passages}x{n}", group_size=g, prompt_tokens_mean=float(np.mean(lengths)),
-                new_tokens=n_new, dtype=_DTYPE.value, device=ceilings.device_kind)
+                new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value,
+                ceilings=dataclasses.asdict(ceilings) if ceilings else None)
   ours = dict(seconds=[], stats=[], tokens=len(prompts) * g * n_new)
   if model is not None:
     start = time.perf_counter()
@@ -253,8 +255,9 @@ def main(argv):
   del argv
   import jax.numpy as jnp
   from grounding_jax import perf
-  ceilings = perf.measure_ceilings(_DTYPE.value)
-  print(ceilings.line(), flush=True)
+  ceilings = perf.measure_ceilings(_DTYPE.value) if _OURS.value else None  # a peer alone: no jax
+  if ceilings:
+    print(ceilings.line(), flush=True)
   model, config, tokenizer, model_dir, tokenizer_dir = _model_and_tokenizer()
   hf = (_HFEngine(model_dir, tokenizer_dir, config, _MAX_NEW_TOKENS.value, _TEMPERATURE.value)
         if _HF.value else None)
