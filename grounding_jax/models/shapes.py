@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grounding_jax import parallel
 from grounding_jax.models.config import ModelConfig
 from grounding_jax.models.transformer import Transformer
 
@@ -83,7 +84,6 @@ def random_model(shape: str | ModelConfig, *, dtype=jnp.float32, compute_dtype=N
                                       remat_policy=remat_policy, scan_layers=scan_layers))
   model = build()
   if mesh is not None:
-    from grounding_jax import parallel  # pylint: disable=g-import-not-at-top
     model = parallel.shard_model(model, mesh)
   return model
 
