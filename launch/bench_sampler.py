@@ -15,20 +15,20 @@ The prompts are the synthetic world's questions with their retrieved passages in
 (GRACE: ~380 tokens at 5 passages, ~2,000 at 64). Each --cases entry "PxN" runs N prompts of P
 passages. Both engines load SmolLM2-135M-Instruct (float32, or --dtype) from the same HF folder, get
 the same prompts, and must produce exactly --max_new_tokens tokens per row (EOS disabled on both
-sides), so tokens/s compare like for like. With --model_shape both engines get a random-weight model
-of that shape instead (speed only) and the tokenizer of --tokenizer_dir; transformers runs on cuda
-when torch sees a GPU, else on the CPU, as ours runs on jax's default device. Per case it prints: tokens/s of both and their ratio, our
-compile time, and prefill and decode separately against transformers (ours: the sampler's own
-prefill / decode clocks; transformers: a generate of one new token is its prefill, the rest of a
-full generate its decode), with the achieved FLOP/s as a share of this machine's float32 matmul
-peak (grounding_jax.perf). The device's ceilings are measured first in the same process (a large
-copy's bandwidth, a large matmul's FLOP/s in --dtype; perf.measure_ceilings): prefill is printed as
-MFU of the measured matmul rate and of the datasheet's bf16 peak (perf.PEAK_FLOPS), decode as the
-share of its bandwidth roofline (the weights and live KV cache a step must read, perf.decode_read_bytes,
-at the measured bandwidth). A last line per case, "RESULT {json}", carries the figures for
-launch/bench_suite.py. The engines alternate in --repeats rounds so that a slow spell of this
-shared machine hits both; per-round ratios and their medians are printed. Takes ~15 minutes on a
-2-core CPU for the SmolLM2 cases.
+sides), so tokens/s compare like for like. With --model_shape both engines get a random-weight
+model of that shape instead (speed only) and the tokenizer of --tokenizer_dir; transformers runs on
+cuda when torch sees a GPU, else on the CPU, as ours runs on jax's default device.
+
+Per case it prints: tokens/s of both and their ratio, our compile time, and prefill and decode
+separately against transformers (ours: the sampler's own prefill / decode clocks; transformers: a
+generate of one new token is its prefill, the rest of a full generate its decode). The device's
+ceilings are measured first in the same process (a large copy's bandwidth, a large matmul's FLOP/s
+in --dtype; perf.measure_ceilings): prefill is printed as MFU of the measured matmul rate and of the
+datasheet's bf16 peak (perf.PEAK_FLOPS), decode as the share of its bandwidth roofline (the weights
+and live KV cache a step must read, perf.decode_read_bytes, at the measured bandwidth). A last line
+per case, "RESULT {json}", carries the figures for launch/bench_suite.py. The engines alternate in
+--repeats rounds so that a slow spell of this shared machine hits both; per-round ratios and their
+medians are printed. Takes ~15 minutes on a 2-core CPU for the SmolLM2 cases.
 """
 
 from __future__ import annotations
