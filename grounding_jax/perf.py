@@ -5,6 +5,9 @@
   cost.peak_bytes_per_device    # from XLA's memory_analysis of the compiled program
   perf.mfu(cost.flops, seconds, num_devices=mesh.size)   # achieved / (devices x peak FLOP/s)
   print(perf.memory_report({"update": cost, "decode": ...}))  # before step 1: does it fit?
+  ceilings = perf.measure_ceilings()   # this device's copy bandwidth and bf16 matmul rate, now
+  ceilings.fractions(flops, seconds)   # MFU against the measured matmul and the datasheet
+  ceilings.roofline(perf.decode_read_bytes(config, stats, 2), step_seconds)   # decode vs bandwidth
 
 Two FLOP counts, because XLA's cost_analysis counts a loop body once whatever its trip count: a
 model whose layers run in a lax.scan (Transformer.scan_layers) would show ~1/num_layers of its
@@ -18,6 +21,7 @@ with remat on this is hardware FLOPs rather than the 6·N·tokens model-FLOPs co
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -102,6 +106,33 @@ def abstract(tree):
   return jax.tree.map(one, tree)
 
 
+def param_count(config) -> int:
+  """Parameters of a decoder of `config` (a ModelConfig): per layer the q, k, v, o and SwiGLU
+  projections, two RMSNorms, Qwen2's q/k/v biases or Qwen3's q/k norms; the embedding, the LM
+  head when untied, the final norm."""
+  d, h, kv, dh, f = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
+                     config.intermediate_size)
+  layer = d * (h + 2 * kv) * dh + h * dh * d + 3 * d * f + 2 * d
+  layer += (h + 2 * kv) * dh if config.qkv_bias else 0
+  layer += 2 * dh if config.qk_norm else 0
+  vocab = config.vocab_size * d * (1 if config.tie_word_embeddings else 2)
+  return config.num_layers * layer + vocab + d
+
+
+def matmul_flops_per_token(config) -> tuple[float, float]:
+  """(layers, LM head) matmul FLOPs of one token: 2 per weight of the layers' projections
+  (q, k, v, o; gate, up, down), and 2 · hidden · vocab for the head."""
+  d, h, kv, dh, f = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
+                     config.intermediate_size)
+  per_token = 2 * config.num_layers * (d * (h + 2 * kv) * dh + h * dh * d + 3 * d * f)
+  return float(per_token), float(2 * d * config.vocab_size)
+
+
+def attention_flops_per_slot(config) -> float:
+  """Matmul FLOPs of one query attending to one key slot: q·k and p·v, every head and layer."""
+  return float(2 * 2 * config.num_layers * config.num_heads * config.head_dim)
+
+
 def sampler_flops(config, stats: Mapping[str, Any]) -> tuple[float, float]:
   """Matmul FLOPs (prefill, decode) of one sampler call (grounding_jax.sampling.last_stats()),
   padding included (it is computed), counted from the model's shapes: the decode loop is a
@@ -116,15 +147,29 @@ def sampler_flops(config, stats: Mapping[str, Any]) -> tuple[float, float]:
     config: a grounding_jax.models.config.ModelConfig (hidden_size, num_heads, ...).
     stats: prompt_rows, rows, prompt_bucket, new_tokens_bucket, decode_steps.
   """
-  d, h, kv, dh, f = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
-                     config.intermediate_size)
-  per_token = 2 * config.num_layers * (d * (h + 2 * kv) * dh + h * dh * d + 3 * d * f)
-  head = 2 * d * config.vocab_size
-  per_slot = 2 * 2 * config.num_layers * h * dh
+  per_token, head = matmul_flops_per_token(config)
+  per_slot = attention_flops_per_slot(config)
   lp, ln = stats["prompt_bucket"], stats["new_tokens_bucket"]
   prefill = stats["prompt_rows"] * (lp * per_token + head + lp * lp * per_slot)
   decode = stats["decode_steps"] * stats["rows"] * (per_token + head + (lp + ln) * per_slot)
   return float(prefill), float(decode)
+
+
+def decode_read_bytes(config, stats: Mapping[str, Any], itemsize: int) -> float:
+  """Bytes one decode step of a sampler call (sampling.last_stats()) must read from device memory
+  at the least, averaged over its steps: the decode roofline's numerator.
+
+  The weights, in the sampler's compute dtype (`itemsize` bytes), once per step — an untied input
+  embedding only by its looked-up rows (counted 0) — and the K and V of every cached token the live
+  rows attend to: the shared prefix once, each prompt's bucket once (its G samples share it), and
+  each row's own tokens, decode_steps / 2 on average over the call.
+  """
+  weights = param_count(config) - (0 if config.tie_word_embeddings
+                                   else config.vocab_size * config.hidden_size)
+  kv_per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim
+  tokens = (stats.get("shared_prefix_bucket", 0) + stats["prompt_rows"] * stats["prompt_bucket"]
+            + stats["rows"] * stats["decode_steps"] / 2)
+  return float(itemsize * (weights + kv_per_token * tokens))
 
 
 def jaxpr_flops(jaxpr) -> float:
@@ -191,6 +236,101 @@ def measured_cpu_peak(dtype: str = "float32", size: int = 1536, repeats: int = 5
   return 2.0 * size ** 3 / best
 
 
+def datasheet_flops(device: jax.Device | None = None) -> float | None:
+  """The PEAK_FLOPS entry (dense bf16 FLOP/s) of a TPU or GPU; None for CPU or an unknown kind."""
+  device = device or jax.devices()[0]
+  if device.platform == "cpu":
+    return None
+  return next((f for kind, f in PEAK_FLOPS if kind.lower() in device.device_kind.lower()), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceilings:
+  """What one device achieves, measured in this process: the denominators of a benchmark's
+  roofline fractions (a datasheet's peak is rarely reached by any program).
+
+  Attributes:
+    device_kind: jax's name of the device.
+    bandwidth: bytes/s of a large jitted device-to-device copy (read + write counted).
+    matmul_flops: FLOP/s of a large jitted square matmul in `dtype` on random data.
+    dtype: the matmul's dtype name.
+    datasheet_flops: PEAK_FLOPS' dense bf16 FLOP/s, None where unknown (CPU).
+  """
+  device_kind: str
+  bandwidth: float
+  matmul_flops: float
+  dtype: str
+  datasheet_flops: float | None
+
+  def line(self) -> str:
+    sheet = (f"{self.datasheet_flops / 1e12:.0f} TFLOP/s" if self.datasheet_flops
+             else "none for this device")
+    return (f"ceilings ({self.device_kind}, measured now): copy bandwidth {self.bandwidth / 1e9:.1f} "
+            f"GB/s, {self.dtype} matmul {self.matmul_flops / 1e12:.3f} TFLOP/s; datasheet bf16 "
+            f"peak {sheet}")
+
+  def fractions(self, flops: float, seconds: float) -> str:
+    """'x % of measured matmul, y % of datasheet' of `flops` done in `seconds` on this device."""
+    rate = flops / max(seconds, 1e-12)
+    sheet = f"{rate / self.datasheet_flops:.1%}" if self.datasheet_flops else "n/a"
+    return f"MFU {rate / self.matmul_flops:.1%} of measured matmul, {sheet} of datasheet"
+
+  def roofline(self, read_bytes: float, seconds: float) -> str:
+    """A memory-bound step's time against reading `read_bytes` at the measured bandwidth."""
+    floor = read_bytes / self.bandwidth
+    return (f"roofline {1e3 * floor:.3f} ms ({read_bytes / 1e9:.3f} GB at "
+            f"{self.bandwidth / 1e9:.0f} GB/s) = {floor / max(seconds, 1e-12):.1%} of the "
+            f"bandwidth roofline")
+
+
+def _default_sizes(device) -> tuple[int, int]:
+  """(copy bytes, matmul side): large enough to saturate an accelerator, small on a CPU."""
+  return (2**30, 8192) if device.platform != "cpu" else (2**26, 1024)
+
+
+def _best_seconds(fn, *args, repeats: int) -> float:
+  jax.block_until_ready(fn(*args))  # compile and warm up
+  best = math.inf
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    best = min(best, time.perf_counter() - start)
+  return best
+
+
+def measure_bandwidth(nbytes: int | None = None, *, repeats: int = 10,
+                      device: jax.Device | None = None) -> float:
+  """Bytes/s of a jitted copy of `nbytes` (x + 1 over float32; 2 x nbytes move), best of
+  `repeats` after a warm-up; default 1 GiB on an accelerator, 64 MiB on a CPU."""
+  device = device or jax.devices()[0]
+  nbytes = nbytes or _default_sizes(device)[0]
+  x = jax.device_put(jnp.zeros((nbytes // 4,), jnp.float32), device)
+  return 2 * x.nbytes / _best_seconds(jax.jit(lambda v: v + 1), x, repeats=repeats)
+
+
+def measure_matmul_flops(dtype: str = "bfloat16", size: int | None = None, *, repeats: int = 10,
+                         device: jax.Device | None = None) -> float:
+  """FLOP/s of a jitted size x size matmul in `dtype` on random normal data, best of `repeats`
+  after a warm-up; default side 8192 on an accelerator, 1024 on a CPU."""
+  device = device or jax.devices()[0]
+  size = size or _default_sizes(device)[1]
+  a, b = (jax.device_put(jax.random.normal(jax.random.key(i), (size, size), dtype), device)
+          for i in (0, 1))
+  return 2.0 * size ** 3 / _best_seconds(jax.jit(jnp.matmul), a, b, repeats=repeats)
+
+
+def measure_ceilings(dtype: str = "bfloat16", *, copy_bytes: int | None = None,
+                     matmul_size: int | None = None, repeats: int = 10,
+                     device: jax.Device | None = None) -> Ceilings:
+  """Ceilings of `device` (default the first), measured now (~1 s on an accelerator)."""
+  device = device or jax.devices()[0]
+  return Ceilings(device_kind=device.device_kind,
+                  bandwidth=measure_bandwidth(copy_bytes, repeats=repeats, device=device),
+                  matmul_flops=measure_matmul_flops(dtype, matmul_size, repeats=repeats,
+                                                    device=device),
+                  dtype=str(jnp.dtype(dtype)), datasheet_flops=datasheet_flops(device))
+
+
 def mfu(flops: float, seconds: float, *, num_devices: int | None = None,
         peak_per_device: float | None = None) -> float | None:
   """Model FLOPs utilisation: flops / seconds / (num_devices x peak_per_device).
@@ -230,3 +370,18 @@ def _memory_stats(device) -> dict[str, Any] | None:
     return device.memory_stats()
   except Exception:  # pylint: disable=broad-except  # some backends raise instead of returning None
     return None
+
+
+@contextlib.contextmanager
+def trace(profile_dir: str | None):
+  """A jax.profiler trace of the block written under `profile_dir` (plugins/profile/<run>/*.xplane.pb:
+  TensorBoard's profile plugin, xprof or Perfetto read it); nothing when `profile_dir` is empty.
+  Block on the block's outputs inside it, or the trace ends before their device work does."""
+  if not profile_dir:
+    yield
+    return
+  jax.profiler.start_trace(str(profile_dir))
+  try:
+    yield
+  finally:
+    jax.profiler.stop_trace()

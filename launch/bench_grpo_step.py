@@ -9,6 +9,12 @@ r"""One GRPO step (sample → reward → update) with SmolLM2-135M on CPU: groun
   python launch/bench_grpo_step.py --recipe=grace --trl=false --compile_ahead=all   # every gradient program
       # compiled while step 1 samples (default widest: while each step samples, the new one it
       # most likely runs; none)
+  # a public model's shape with random weights (grounding_jax/models/shapes.py) on the GPU, TRL on cuda
+  python launch/bench_grpo_step.py --recipe=grace --model_shape=qwen2.5-1.5b --dtype=bfloat16 \
+      --prompts=16 --group_size=8 --max_new_tokens=256 --micro_batch_size=16
+  python launch/bench_grpo_step.py --recipe=grace --model_shape=tiny --prompts=2 --group_size=2 \
+      --max_new_tokens=8 --micro_batch_size=2 --steps=2 --trl=false --resume=false   # seconds
+  python launch/bench_grpo_step.py --recipe=grace --profile_dir=/tmp/prof   # a jax.profiler trace of step 2
   pip install -e ".[bench]"                        # TRL and what it needs, for the peer
 
 The grounded workload: the synthetic world's questions with --passages retrieved passages each, in
@@ -31,10 +37,19 @@ checkpoint's restore and verification, the stage's set-up), printed apart from t
 Per step, the perf/ metrics (TFLOP, achieved FLOP/s, MFU against this CPU's measured matmul peak,
 peak memory) are printed, and after the run the trainer's start-up memory report. Takes ~15
 minutes on a 2-core CPU.
+
+With --model_shape both sides train a random-weight model of that shape (speed only) with the
+tokenizer of --tokenizer_dir; ours runs on jax's default device, TRL on cuda when torch sees a GPU.
+The device's ceilings are measured first (perf.measure_ceilings: a large copy's bandwidth, a large
+matmul's FLOP/s in --dtype), and each step's update is printed as MFU of that measured rate and of
+the datasheet's bf16 peak (perf.PEAK_FLOPS). A last line "RESULT {json}" carries the figures for
+launch/bench_suite.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -45,7 +60,20 @@ from absl import app
 from absl import flags
 import numpy as np
 
-_TRL = flags.DEFINE_bool("trl", True, "Also time TRL's GRPOTrainer (torch, CPU).")
+_TRL = flags.DEFINE_bool("trl", True, "Also time TRL's GRPOTrainer (torch; cuda when there is one).")
+_OURS = flags.DEFINE_bool("ours", True, "Time grounding_jax (false: TRL alone, e.g. in its own "
+                          "process on a GPU that jax would otherwise preallocate).")
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "HF folder; default SmolLM2-135M-Instruct.")
+_MODEL_SHAPE = flags.DEFINE_string(
+    "model_shape", None, "Instead of --model_dir: a shape of grounding_jax.models.shapes.SHAPES "
+    "(tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-4b, llama3-8b) with random weights.")
+_TOKENIZER_DIR = flags.DEFINE_string(
+    "tokenizer_dir", None, "Tokenizer folder for --model_shape; default SmolLM2's (prepared offline).")
+_SHAPE_VOCAB = flags.DEFINE_integer(
+    "shape_vocab", 0, "--model_shape's vocabulary size; 0 = the shape's own, -1 = the tokenizer's.")
+_PROFILE_DIR = flags.DEFINE_string("profile_dir", None, "Ours: write a jax.profiler trace of step "
+                                   "--profile_step here (config.perf.profile_dir).")
+_PROFILE_STEP = flags.DEFINE_integer("profile_step", 2, "The step --profile_dir traces.")
 _PROMPTS = flags.DEFINE_integer("prompts", 8, "Prompts per step.")
 _RECIPE = flags.DEFINE_string(
     "recipe", None, "Whose prompt and reward (a recipe needing no judge); the recorded runs "
@@ -81,11 +109,19 @@ _REMAT_POLICY = flags.DEFINE_enum(
 
 
 def _setup():
+  """(HF model folder, or the ModelConfig of --model_shape; tokenizer; examples; prompt texts)."""
   from grounding_jax.data import synthetic
-  from grounding_jax.models import gguf_convert, load_tokenizer
+  from grounding_jax.models import gguf_convert, load_tokenizer, shapes
   from grounding_jax.recipes import get_recipe
-  model_dir = gguf_convert.prepare_smollm2()
-  tok = load_tokenizer(model_dir)
+  if _MODEL_SHAPE.value and _MODEL_DIR.value:
+    raise app.UsageError("--model_dir and --model_shape exclude each other")
+  if _MODEL_SHAPE.value:
+    tok = load_tokenizer(_TOKENIZER_DIR.value or gguf_convert.prepare_smollm2())
+    vocab = len(tok) if _SHAPE_VOCAB.value == -1 else _SHAPE_VOCAB.value
+    model_dir = shapes.shape_config(_MODEL_SHAPE.value, vocab_size=vocab or None)
+  else:
+    model_dir = _MODEL_DIR.value or gguf_convert.prepare_smollm2()
+    tok = load_tokenizer(model_dir)
   examples = synthetic.generate_examples(_PROMPTS.value * 2, seed=0, num_passages=_PASSAGES.value)
   texts = [get_recipe(_RECIPE.value).render_prompt(ex, tok) for ex in examples]
   return model_dir, tok, examples, texts
@@ -95,7 +131,9 @@ def _config(model_dir, workdir: str, num_steps: int):
   from grounding_jax.rl import config as config_lib
   c = config_lib.default_config()
   c.workdir = workdir
-  c.model.path = str(model_dir)
+  c.model.path = "" if _MODEL_SHAPE.value else str(model_dir)  # a shape: the model is passed in
+  if _PROFILE_DIR.value:
+    c.perf.profile_dir, c.perf.profile_step = _PROFILE_DIR.value, _PROFILE_STEP.value
   c.mesh.fsdp = 1
   c.rollout.prompts_per_step = _PROMPTS.value
   c.rollout.group_size = _GROUP.value
@@ -115,14 +153,23 @@ def _config(model_dir, workdir: str, num_steps: int):
   return c
 
 
-def _trainer(c, model_dir, tok, examples, texts):
+def _load(model_dir):
+  """Ours: float32 master weights from the HF folder, or random ones of --model_shape's config."""
   import jax.numpy as jnp
   from grounding_jax import models
+  from grounding_jax.models import shapes
+  kw = dict(remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
+            compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
+  if isinstance(model_dir, models.ModelConfig):
+    return shapes.random_model(model_dir, **kw)
+  return models.load_pretrained(model_dir, **kw)
+
+
+def _trainer(c, model_dir, tok, examples, texts):
   from grounding_jax.recipes import get_reward
   from grounding_jax.rl import trainer
   prompt_of = dict(zip((ex.id for ex in examples), texts))
-  model = models.load_pretrained(model_dir, remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
-                                 compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
+  model = _load(model_dir)
   return trainer.Trainer(c, model=model, tokenizer=tok,
                          reward_functions=[(_RECIPE.value, 1.0, get_reward(_RECIPE.value))],
                          datasets={"bench": examples}, prompt_fn=lambda ex: prompt_of[ex.id])
@@ -206,8 +253,7 @@ def update_memory(model_dir, tok, texts):
                loss_mask=spec((_NEW_TOKENS.value,), bool), advantages=spec((), jnp.float32))
   costs = {}
   for name, rank in (("full fine-tuning", 0), (f"LoRA r={_LORA_RANK.value}", _LORA_RANK.value)):
-    model = models.load_pretrained(model_dir, remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
-                                   compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
+    model = _load(model_dir)
     if rank:
       lora.add_adapters(model, lora.LoRAConfig(rank=rank, alpha=2.0 * rank), jax.random.key(0))
     graphdef, params, rest = update_lib.split_model(model)
@@ -237,6 +283,8 @@ def run_trl(model_dir, tok, examples, texts):
   import torch
   import transformers
   import trl
+  from grounding_jax import models
+  from grounding_jax.models import shapes
   from grounding_jax.recipes import get_reward
   torch.manual_seed(0)
   recipe_reward = get_reward(_RECIPE.value)
@@ -252,7 +300,8 @@ def run_trl(model_dir, tok, examples, texts):
       gradient_checkpointing=_REMAT.value,
       max_completion_length=_NEW_TOKENS.value, temperature=1.0, learning_rate=1e-6, beta=0.0,
       num_iterations=1, loss_type="dapo", max_steps=_STEPS.value, logging_steps=1, report_to="none",
-      save_strategy="no", use_cpu=True, bf16=_DTYPE.value == "bfloat16", seed=0,
+      save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=_DTYPE.value == "bfloat16",
+      seed=0,
       shuffle_dataset=False,
       dataloader_num_workers=0)
   times, lengths = [], []
@@ -268,7 +317,10 @@ def run_trl(model_dir, tok, examples, texts):
       if logs and "completions/mean_length" in logs:
         lengths.append(float(logs["completions/mean_length"]))
 
-  model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+  if isinstance(model_dir, models.ModelConfig):  # the same shape, random float32 master weights
+    model = shapes.hf_random_model(model_dir, "float32", "cpu")
+  else:
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
   trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=args,
                             train_dataset=datasets.Dataset.from_list([{"prompt": t} for t in texts]),
                             processing_class=tok, callbacks=[Timer()])
@@ -276,12 +328,67 @@ def run_trl(model_dir, tok, examples, texts):
   return times, lengths
 
 
+def _report_ours(tr, hist, ceilings) -> dict:
+  """Prints our steps (times, perf/, update MFU against the ceilings); returns their figures."""
+  from grounding_jax.rl import step_perf
+  for i, h in enumerate(hist, start=1):
+    print(f"grounding_jax step {i}: total {h['time/step']:.2f}s = sample {h['time/sample']:.2f}s + "
+          f"reward {h['time/reward']:.3f}s + reference {h['time/reference']:.3f}s + update "
+          f"{h['time/update']:.2f}s (+ host glue), of which compiling {h['time/compile']:.2f}s; "
+          f"mean completion {h['completion_length/mean']:.1f} tokens")
+    if "perf/update_tflop" in h:
+      print(f"  perf: {step_perf.summary(h)}")
+      print(f"  update: {h['perf/update_tflop']:.3f} TFLOP in {h['time/update']:.2f}s, "
+            f"{ceilings.fractions(h['perf/update_tflop'] * 1e12, h['time/update'])}")
+  steady = hist[1:]
+  median = lambda key: float(np.median([h[key] for h in steady]))
+  ours = median("time/step")
+  print(f"grounding_jax: step 1 {hist[0]['time/step']:.1f}s (of which compiling "
+        f"{hist[0]['time/compile']:.1f}s; target <= 40s) vs steady-state median step {ours:.2f}s "
+        f"over steps 2..{len(hist)}")
+  out = dict(step_s=ours, sample_s=median("time/sample"), update_s=median("time/update"),
+             steady_step_s=float(np.median([h["time/step"] - h["time/compile"] for h in steady])),
+             completion_mean=float(np.mean([h["completion_length/mean"] for h in steady])),
+             first_step_s=hist[0]["time/step"], first_step_compile_s=hist[0]["time/compile"])
+  if "perf/update_tflop" in steady[0]:
+    rate = median("perf/update_tflop") * 1e12 / out["update_s"]
+    out.update(update_tflop=median("perf/update_tflop"),
+               update_mfu_measured=rate / ceilings.matmul_flops,
+               update_mfu_datasheet=(rate / ceilings.datasheet_flops if ceilings.datasheet_flops
+                                     else None),
+               peak_memory_gib=steady[-1]["perf/peak_memory_gib"])
+  print(tr.startup_report())
+  return out
+
+
+def _report_trl(setup, ours: dict | None) -> dict:
+  """Runs TRL's GRPOTrainer; prints its steps and the ratios against ours; returns its figures."""
+  try:
+    times, lengths = run_trl(*setup)
+  except Exception as e:  # pylint: disable=broad-except
+    print(f"TRL could not run: {type(e).__name__}: {e}")
+    return {"error": f"{type(e).__name__}: {e}"}
+  for i, (t, n) in enumerate(zip(times, lengths), start=1):
+    print(f"TRL GRPOTrainer step {i}: {t:.2f}s; mean completion {n:.1f} tokens")
+  trl = float(np.median(times[1:]))
+  trl_len = float(np.mean(lengths[1:])) if len(lengths) >= len(times) else float("nan")
+  print(f"TRL GRPOTrainer: median step {trl:.2f}s over steps 2..{len(times)}")
+  out = dict(step_s=trl, first_step_s=times[0], completion_mean=trl_len)
+  if ours:
+    print(f"ratio TRL / grounding_jax = {trl / ours['step_s']:.2f}x (median steps; target >= 2.5x)")
+    print(f"ratio TRL / grounding_jax without our compile time = {trl / ours['steady_step_s']:.2f}x "
+          f"(a long run has compiled every shape; the update compiles one program per micro-batch "
+          f"width)")
+    print(f"ratio per completion token = "
+          f"{trl / trl_len / (ours['step_s'] / ours['completion_mean']):.2f}x (mean completion "
+          f"{trl_len:.1f} TRL vs {ours['completion_mean']:.1f} ours)")
+  return out
+
+
 def main(argv):
   del argv
-  os.environ.setdefault("JAX_PLATFORMS", "cpu")
   from grounding_jax import perf
   from grounding_jax.parallel import compile_cache
-  from grounding_jax.rl import step_perf
   if _RESUME_WORKDIR.value:
     compile_cache.enable(os.environ[compile_cache.ENV_VAR])
     resume_ours(_RESUME_WORKDIR.value)
@@ -293,47 +400,29 @@ def main(argv):
         f"steps={_STEPS.value} kl_coef={_KL.value} (ours: remat_policy={_REMAT_POLICY.value}, "
         f"scan_layers={_SCAN.value}, compile_ahead={_COMPILE_AHEAD.value}, "
         f"lora_rank={_LORA_RANK.value})")
+  ceilings = perf.measure_ceilings(_DTYPE.value) if _OURS.value else None  # TRL alone: no jax
+  if ceilings:
+    print(ceilings.line(), flush=True)
   setup = _setup()
   if _LORA_RANK.value:
     update_memory(setup[0], setup[1], setup[3])
   lengths = [len(setup[1](t, add_special_tokens=False)["input_ids"]) for t in setup[3][:_PROMPTS.value]]
   print(f"workload: {_RECIPE.value} prompts with {_PASSAGES.value} passages, {min(lengths)}-"
         f"{max(lengths)} tokens (mean {np.mean(lengths):.0f}), G={_GROUP.value}, "
-        f"{_NEW_TOKENS.value} new tokens; CPU matmul peak {perf.measured_cpu_peak() / 1e9:.1f} "
-        f"GFLOP/s (jnp float32, measured now)")
-  tr, hist = run_ours(*setup)
-  for i, h in enumerate(hist, start=1):
-    print(f"grounding_jax step {i}: total {h['time/step']:.2f}s = sample {h['time/sample']:.2f}s + "
-          f"reward {h['time/reward']:.3f}s + reference {h['time/reference']:.3f}s + update "
-          f"{h['time/update']:.2f}s (+ host glue), of which compiling {h['time/compile']:.2f}s; "
-          f"mean completion {h['completion_length/mean']:.1f} tokens")
-    print(f"  perf: {step_perf.summary(h)}")
-  ours = float(np.median([h["time/step"] for h in hist[1:]]))
-  ours_steady = float(np.median([h["time/step"] - h["time/compile"] for h in hist[1:]]))
-  ours_len = float(np.mean([h["completion_length/mean"] for h in hist[1:]]))
-  print(f"grounding_jax: step 1 {hist[0]['time/step']:.1f}s (of which compiling "
-        f"{hist[0]['time/compile']:.1f}s; target <= 40s) vs steady-state median step {ours:.2f}s "
-        f"over steps 2..{len(hist)}")
-  print(tr.startup_report())
-  if _RESUME.value:
-    _resume_in_new_process(tr.config.workdir, cache)
-  if not _TRL.value:
-    return
-  try:
-    times, lengths = run_trl(*setup)
-  except Exception as e:  # pylint: disable=broad-except
-    print(f"TRL could not run: {type(e).__name__}: {e}")
-    return
-  for i, (t, n) in enumerate(zip(times, lengths), start=1):
-    print(f"TRL GRPOTrainer step {i}: {t:.2f}s; mean completion {n:.1f} tokens")
-  trl = float(np.median(times[1:]))
-  trl_len = float(np.mean(lengths[1:])) if len(lengths) >= len(times) else float("nan")
-  print(f"TRL GRPOTrainer: median step {trl:.2f}s over steps 2..{len(times)}")
-  print(f"ratio TRL / grounding_jax = {trl / ours:.2f}x (median steps; target >= 2.5x)")
-  print(f"ratio TRL / grounding_jax without our compile time = {trl / ours_steady:.2f}x (a long "
-        f"run has compiled every shape; the update compiles one program per micro-batch width)")
-  print(f"ratio per completion token = {trl / trl_len / (ours / ours_len):.2f}x (mean completion "
-        f"{trl_len:.1f} TRL vs {ours_len:.1f} ours)")
+        f"{_NEW_TOKENS.value} new tokens; model {_MODEL_SHAPE.value or 'from ' + str(setup[0])}")
+  result = dict(bench="grpo_step", model_shape=_MODEL_SHAPE.value, prompts=_PROMPTS.value,
+                group_size=_GROUP.value, new_tokens=_NEW_TOKENS.value, dtype=_DTYPE.value,
+                micro_batch_size=_MICRO.value,
+                ceilings=dataclasses.asdict(ceilings) if ceilings else None,
+                prompt_tokens_mean=float(np.mean(lengths)))
+  if _OURS.value:
+    tr, hist = run_ours(*setup)
+    result["ours"] = _report_ours(tr, hist, ceilings)
+    if _RESUME.value:
+      _resume_in_new_process(tr.config.workdir, cache)
+  if _TRL.value:
+    result["trl"] = _report_trl(setup, result.get("ours"))
+  print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -5,22 +5,36 @@ r"""Sampler on the grounded workload: grounding_jax.sampling.generate vs transfo
   python launch/bench_sampler.py --recipe=grace --cases=20x32   # 32 prompts of 20 passages (~760 tokens)
   python launch/bench_sampler.py --recipe=grace --hf=false      # ours only
   python launch/bench_sampler.py --recipe=grace --dtype=bfloat16   # both engines in bf16
+  # a public model's shape with random weights (grounding_jax/models/shapes.py), SmolLM2's tokenizer,
+  # 16 prompts x G=8 samples x 256 new tokens; both engines on the GPU when there is one
+  python launch/bench_sampler.py --recipe=grace --model_shape=qwen2.5-1.5b --dtype=bfloat16 \
+      --cases=5x16 --group_size=8 --max_new_tokens=256 --repeats=2
+  python launch/bench_sampler.py --recipe=grace --model_shape=tiny --cases=5x2 --max_new_tokens=8  # seconds
 
 The prompts are the synthetic world's questions with their retrieved passages in --recipe's prompt
 (GRACE: ~380 tokens at 5 passages, ~2,000 at 64). Each --cases entry "PxN" runs N prompts of P
 passages. Both engines load SmolLM2-135M-Instruct (float32, or --dtype) from the same HF folder, get
 the same prompts, and must produce exactly --max_new_tokens tokens per row (EOS disabled on both
-sides), so tokens/s compare like for like. Per case it prints: tokens/s of both and their ratio, our
-compile time, and prefill and decode separately against transformers (ours: the sampler's own
-prefill / decode clocks; transformers: a generate of one new token is its prefill, the rest of a
-full generate its decode), with the achieved FLOP/s as a share of this machine's float32 matmul
-peak (grounding_jax.perf). The engines alternate in --repeats rounds so that a slow spell of this
-shared machine hits both; per-round ratios and their medians are printed. Takes ~15 minutes on a
-2-core CPU.
+sides), so tokens/s compare like for like. With --model_shape both engines get a random-weight
+model of that shape instead (speed only) and the tokenizer of --tokenizer_dir; transformers runs on
+cuda when torch sees a GPU, else on the CPU, as ours runs on jax's default device.
+
+Per case it prints: tokens/s of both and their ratio, our compile time, and prefill and decode
+separately against transformers (ours: the sampler's own prefill / decode clocks; transformers: a
+generate of one new token is its prefill, the rest of a full generate its decode). The device's
+ceilings are measured first in the same process (a large copy's bandwidth, a large matmul's FLOP/s
+in --dtype; perf.measure_ceilings): prefill is printed as MFU of the measured matmul rate and of the
+datasheet's bf16 peak (perf.PEAK_FLOPS), decode as the share of its bandwidth roofline (the weights
+and live KV cache a step must read, perf.decode_read_bytes, at the measured bandwidth). A last line
+per case, "RESULT {json}", carries the figures for launch/bench_suite.py. The engines alternate in
+--repeats rounds so that a slow spell of this shared machine hits both; per-round ratios and their
+medians are printed. Takes ~15 minutes on a 2-core CPU for the SmolLM2 cases.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 
 from absl import app
@@ -28,6 +42,18 @@ from absl import flags
 import numpy as np
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "HF folder; default SmolLM2-135M-Instruct.")
+_MODEL_SHAPE = flags.DEFINE_string(
+    "model_shape", None, "Instead of --model_dir: a shape of grounding_jax.models.shapes.SHAPES "
+    "(tiny, qwen2.5-0.5b, qwen2.5-1.5b, qwen3-4b, llama3-8b) with random weights.")
+_TOKENIZER_DIR = flags.DEFINE_string(
+    "tokenizer_dir", None, "Tokenizer folder for --model_shape; default SmolLM2's (prepared offline).")
+_SHAPE_VOCAB = flags.DEFINE_integer(
+    "shape_vocab", 0, "--model_shape's vocabulary size; 0 = the shape's own, -1 = the tokenizer's.")
+_GROUP = flags.DEFINE_integer("group_size", 1, "Samples per prompt (G; the rows are prompts x G).")
+_OURS = flags.DEFINE_bool("ours", True, "Time grounding_jax's sampler (false: the peer alone, e.g. "
+                          "in its own process on a GPU that jax would otherwise preallocate).")
+_PROFILE_DIR = flags.DEFINE_string("profile_dir", None, "Write a jax.profiler trace of our first "
+                                   "timed call of the first case here.")
 _RECIPE = flags.DEFINE_string(
     "recipe", None, "Whose prompt (grounding_jax.recipes); the recorded runs used grace.")
 _CASES = flags.DEFINE_list("cases", ["5x32", "64x8"], "PxN: N prompts of P passages each.")
@@ -56,93 +82,149 @@ def _prompts(tokenizer, passages: int, n: int) -> list[str]:
 class _HFEngine:
   """transformers' generate on the same folder, prompts and settings (EOS disabled)."""
 
-  def __init__(self, model_dir, max_new_tokens, temperature):
+  def __init__(self, model_dir, tokenizer_dir, config, max_new_tokens, temperature):
     import torch
     import transformers
+    from grounding_jax.models import shapes
 
     self.torch = torch
-    self.tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    self.device = "cuda" if torch.cuda.is_available() else "cpu"
+    self.tok = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
     self.tok.padding_side = "left"
-    self.model = transformers.AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=getattr(torch, _DTYPE.value)).eval()
+    if model_dir:
+      self.model = transformers.AutoModelForCausalLM.from_pretrained(
+          model_dir, dtype=getattr(torch, _DTYPE.value)).to(self.device).eval()
+    else:  # the same shape, random weights
+      self.model = shapes.hf_random_model(config, _DTYPE.value, self.device)
     self.model.generation_config.eos_token_id = None  # run every row to max_new_tokens, as ours does
     self.kw = dict(max_new_tokens=max_new_tokens, pad_token_id=self.tok.pad_token_id)
     self.kw.update(dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
                    if temperature > 0 else dict(do_sample=False))
 
-  def set_prompts(self, prompts):
-    self.inputs = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+  def set_prompts(self, prompts, group_size: int = 1):
+    rows = [p for p in prompts for _ in range(group_size)]
+    self.inputs = self.tok(rows, return_tensors="pt", padding=True,
+                           add_special_tokens=False).to(self.device)
+
+  def _sync(self):
+    if self.device == "cuda":
+      self.torch.cuda.synchronize()
 
   def run(self, threads: int, max_new_tokens: int | None = None) -> tuple[int, float]:
     """(generated tokens, seconds) of one generate call with `threads` torch threads."""
-    self.torch.set_num_threads(threads)
+    if threads:  # 0: leave torch's default (a GPU run)
+      self.torch.set_num_threads(threads)
     kw = dict(self.kw, max_new_tokens=max_new_tokens or self.kw["max_new_tokens"])
     with self.torch.inference_mode():
+      self._sync()
       start = time.perf_counter()
       out = self.model.generate(**self.inputs, **kw)
+      self._sync()
       seconds = time.perf_counter() - start
     return out.shape[0] * (out.shape[1] - self.inputs["input_ids"].shape[1]), seconds
 
 
-def _case(model, tokenizer, hf, passages: int, n: int, peak: float) -> dict:
-  """Times one case; prints its lines; returns its median ratios."""
+def _ours_round(model, tokenizer, prompts, kw, seed: int, profile_dir=None) -> tuple[float, dict]:
+  """(seconds, sampling.last_stats()) of one call of our sampler; traced into profile_dir if set."""
   from grounding_jax import perf
   from grounding_jax import sampling
+  with perf.trace(profile_dir):
+    start = time.perf_counter()
+    gen = sampling.generate(model, tokenizer, prompts, seed=seed, **kw)
+    seconds = time.perf_counter() - start
+  tokens = int(gen.lengths.sum())
+  assert tokens == len(prompts) * kw["num_samples"] * kw["max_new_tokens"], (tokens, gen.lengths)
+  return seconds, sampling.last_stats()
+
+
+def _print_ours(ours: dict, config, ceilings, itemsize: int) -> dict:
+  """Prints our tokens/s, prefill MFU and decode against the bandwidth roofline; their figures."""
+  from grounding_jax import perf
+  best = int(np.argmin(ours["seconds"]))
+  st, secs, tokens = ours["stats"][best], ours["seconds"][best], ours["tokens"]
+  prefill_flops, _ = perf.sampler_flops(config, st)
+  step_s = st["decode_seconds"] / st["decode_steps"]
+  read = perf.decode_read_bytes(config, st, itemsize)
+  print(f"ours: {tokens / secs:.1f} tokens/s ({tokens} tokens in {secs:.2f} s end to end, best of "
+        f"{_REPEATS.value}); compile+first call {ours['first']:.2f} s -> compile ~"
+        f"{ours['first'] - secs:.2f} s")
+  print(f"ours: prefill {st['prefill_seconds']:.3f} s (bucket {st['prompt_bucket']}, "
+        f"{prefill_flops / 1e9:.1f} GFLOP, {ceilings.fractions(prefill_flops, st['prefill_seconds'])})"
+        f"; host tokenise/detokenise {secs - st['prefill_seconds'] - st['decode_seconds']:.3f} s")
+  print(f"ours: decode {st['decode_seconds']:.3f} s for {st['decode_steps']} steps x {st['rows']} "
+        f"rows ({1e3 * step_s:.2f} ms/step; {ceilings.roofline(read, step_s)})")
+  return dict(tokens_per_s=tokens / secs, seconds=secs, first_call_s=ours["first"],
+              prefill_s=st["prefill_seconds"], decode_ms_per_step=1e3 * step_s,
+              prefill_mfu_measured=prefill_flops / st["prefill_seconds"] / ceilings.matmul_flops,
+              prefill_mfu_datasheet=(prefill_flops / st["prefill_seconds"] / ceilings.datasheet_flops
+                                     if ceilings.datasheet_flops else None),
+              decode_read_gb=read / 1e9,
+              decode_roofline_fraction=read / ceilings.bandwidth / step_s)
+
+
+def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsize: int,
+          profile_dir) -> dict:
+  """Times one case; prints its lines and a RESULT line; returns its figures."""
   prompts = _prompts(tokenizer, passages, n)
   lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
-  n_new, temp = _MAX_NEW_TOKENS.value, _TEMPERATURE.value
-  kw = dict(max_new_tokens=n_new, temperature=temp, eos_ids=())
-  threads = [int(t) for t in _HF_THREADS.value]
-  print(f"--- case {passages}x{n}: {n} {_RECIPE.value} prompts of {passages} passages, "
+  n_new, temp, g = _MAX_NEW_TOKENS.value, _TEMPERATURE.value, _GROUP.value
+  kw = dict(max_new_tokens=n_new, temperature=temp, eos_ids=(), num_samples=g)
+  threads = [int(t) for t in _HF_THREADS.value] if not hf or hf.device == "cpu" else [0]
+  print(f"--- case {passages}x{n}: {n} {_RECIPE.value} prompts of {passages} passages x G={g}, "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), {n_new} new tokens, "
         f"temperature={temp}, dtype={_DTYPE.value}", flush=True)
-  start = time.perf_counter()
-  sampling.generate(model, tokenizer, prompts, seed=0, **kw)
-  first = time.perf_counter() - start
+  result = dict(case=f"{passages}x{n}", group_size=g, prompt_tokens_mean=float(np.mean(lengths)),
+                new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value,
+                ceilings=dataclasses.asdict(ceilings) if ceilings else None)
+  ours = dict(seconds=[], stats=[], tokens=len(prompts) * g * n_new)
+  if model is not None:
+    start = time.perf_counter()
+    _ours_round(model, tokenizer, prompts, kw, seed=0)
+    ours["first"] = time.perf_counter() - start
   if hf:
-    hf.set_prompts(prompts)
+    hf.set_prompts(prompts, g)
     for t in threads:
       hf.run(t, max_new_tokens=2)  # warm-up
-  ours_s, stats_r, hf_full, hf_prefill = [], [], {t: [] for t in threads}, {t: [] for t in threads}
-  for r in range(_REPEATS.value):
-    start = time.perf_counter()
-    gen = sampling.generate(model, tokenizer, prompts, seed=r + 1, **kw)
-    ours_s.append(time.perf_counter() - start)
-    stats_r.append(sampling.last_stats())
+  hf_full, hf_prefill = {t: [] for t in threads}, {t: [] for t in threads}
+  for r in range(_REPEATS.value):  # alternating, so a slow spell of a shared machine hits both
+    if model is not None:
+      seconds, stats = _ours_round(model, tokenizer, prompts, kw, r + 1,
+                                   profile_dir if r == 0 else None)
+      ours["seconds"].append(seconds)
+      ours["stats"].append(stats)
     for t in (threads if hf else []):
       hf_prefill[t].append(hf.run(t, max_new_tokens=1)[1])
       hf_tokens, seconds = hf.run(t)
       hf_full[t].append(seconds)
-  tokens = int(gen.lengths.sum())
-  assert tokens == len(prompts) * n_new, (tokens, gen.lengths)
-  best = int(np.argmin(ours_s))
-  st = stats_r[best]
-  prefill_flops, decode_flops = perf.sampler_flops(model.config, st)
-  step_ms = lambda s: 1e3 * s["decode_seconds"] / s["decode_steps"]
-  print(f"ours: {tokens / ours_s[best]:.1f} tokens/s ({tokens} tokens in {ours_s[best]:.2f} s end to "
-        f"end, best of {_REPEATS.value}); compile+first call {first:.2f} s -> compile ~"
-        f"{first - ours_s[best]:.2f} s")
-  print(f"ours: prefill {st['prefill_seconds']:.3f} s (bucket {st['prompt_bucket']}, "
-        f"{prefill_flops / 1e9:.1f} GFLOP, {prefill_flops / st['prefill_seconds'] / peak:.1%} of "
-        f"matmul peak), decode {st['decode_seconds']:.3f} s for {st['decode_steps']} steps "
-        f"({step_ms(st):.1f} ms/step, {decode_flops / st['decode_seconds'] / peak:.1%} of peak); "
-        f"host tokenise/detokenise {ours_s[best] - st['prefill_seconds'] - st['decode_seconds']:.3f} s")
-  if not hf:
-    return {}
-  for t in threads:
-    i = int(np.argmin(hf_full[t]))
-    pre, full = hf_prefill[t][i], hf_full[t][i]
-    print(f"transformers (torch threads={t}): {hf_tokens / full:.1f} tokens/s ({full:.2f} s); "
-          f"prefill {pre:.3f} s, decode {full - pre:.3f} s ({1e3 * (full - pre) / (n_new - 1):.1f} "
-          f"ms/step)")
-  # Per round: ours against the fastest thread count of that round, phase by phase.
+  if model is not None:
+    result["ours"] = _print_ours(ours, config, ceilings, itemsize)
+  if hf:
+    peer = {}
+    for t in threads:
+      i = int(np.argmin(hf_full[t]))
+      pre, full = hf_prefill[t][i], hf_full[t][i]
+      where = f"torch threads={t}" if hf.device == "cpu" else hf.device
+      print(f"transformers ({where}): {hf_tokens / full:.1f} tokens/s ({full:.2f} s); prefill "
+            f"{pre:.3f} s, decode {full - pre:.3f} s ({1e3 * (full - pre) / (n_new - 1):.1f} ms/step)")
+      if not peer or full < peer["seconds"]:
+        peer = dict(tokens_per_s=hf_tokens / full, seconds=full, prefill_s=pre,
+                    decode_ms_per_step=1e3 * (full - pre) / (n_new - 1), device=hf.device)
+    result["transformers"] = peer
+    if model is not None:
+      result["ratios"] = _print_ratios(ours, hf_full, hf_prefill, threads, n_new)
+  print("RESULT " + json.dumps(dict(bench="sampler", **result)), flush=True)
+  return result
+
+
+def _print_ratios(ours, hf_full, hf_prefill, threads, n_new) -> dict:
+  """Per round: ours against the fastest thread count of that round, phase by phase."""
   ratios = {"overall": [], "prefill": [], "decode": []}
   for r in range(_REPEATS.value):
     t = min(threads, key=lambda t: hf_full[t][r])
-    pre, full = hf_prefill[t][r], hf_full[t][r]
-    ratios["overall"].append(full / ours_s[r])
-    ratios["prefill"].append(pre / stats_r[r]["prefill_seconds"])
-    ratios["decode"].append((full - pre) / (n_new - 1) / (step_ms(stats_r[r]) / 1e3))
+    pre, full, st = hf_prefill[t][r], hf_full[t][r], ours["stats"][r]
+    ratios["overall"].append(full / ours["seconds"][r])
+    ratios["prefill"].append(pre / st["prefill_seconds"])
+    ratios["decode"].append((full - pre) / (n_new - 1) / (st["decode_seconds"] / st["decode_steps"]))
   for name, target in (("overall", ">= 1.5x"), ("prefill", ">= 1.0x"), ("decode", "")):
     print(f"ratio {name} (transformers time / ours, per round): "
           + " ".join(f"{x:.2f}x" for x in ratios[name])
@@ -150,22 +232,40 @@ def _case(model, tokenizer, hf, passages: int, n: int, peak: float) -> dict:
   return {k: float(np.median(v)) for k, v in ratios.items()}
 
 
+def _model_and_tokenizer():
+  """(our model or None, its ModelConfig, tokenizer, HF model folder or None, tokenizer folder)."""
+  import jax.numpy as jnp
+  from grounding_jax.models import gguf_convert, load_pretrained, load_tokenizer, shapes
+  dtype = jnp.dtype(_DTYPE.value)
+  if _MODEL_SHAPE.value:
+    if _MODEL_DIR.value:
+      raise app.UsageError("--model_dir and --model_shape exclude each other")
+    tokenizer_dir = _TOKENIZER_DIR.value or str(gguf_convert.prepare_smollm2())
+    tokenizer = load_tokenizer(tokenizer_dir)
+    vocab = len(tokenizer) if _SHAPE_VOCAB.value == -1 else _SHAPE_VOCAB.value
+    config = shapes.shape_config(_MODEL_SHAPE.value, vocab_size=vocab or None)
+    model = shapes.random_model(config, dtype=dtype) if _OURS.value else None
+    return model, config, tokenizer, None, tokenizer_dir
+  model_dir = _MODEL_DIR.value or str(gguf_convert.prepare_smollm2())
+  model = load_pretrained(model_dir, dtype=dtype)
+  return (model if _OURS.value else None), model.config, load_tokenizer(model_dir), model_dir, model_dir
+
+
 def main(argv):
   del argv
   import jax.numpy as jnp
   from grounding_jax import perf
-  from grounding_jax.models import load_pretrained, load_tokenizer
-  from grounding_jax.models.gguf_convert import prepare_smollm2
-
-  model_dir = _MODEL_DIR.value or str(prepare_smollm2())
-  peak = perf.measured_cpu_peak()
-  print(f"matmul peak (jnp float32, all cores): {peak / 1e9:.1f} GFLOP/s")
-  model = load_pretrained(model_dir, dtype=jnp.dtype(_DTYPE.value))
-  tokenizer = load_tokenizer(model_dir)
-  hf = _HFEngine(model_dir, _MAX_NEW_TOKENS.value, _TEMPERATURE.value) if _HF.value else None
-  for case in _CASES.value:
+  ceilings = perf.measure_ceilings(_DTYPE.value) if _OURS.value else None  # a peer alone: no jax
+  if ceilings:
+    print(ceilings.line(), flush=True)
+  model, config, tokenizer, model_dir, tokenizer_dir = _model_and_tokenizer()
+  hf = (_HFEngine(model_dir, tokenizer_dir, config, _MAX_NEW_TOKENS.value, _TEMPERATURE.value)
+        if _HF.value else None)
+  itemsize = jnp.dtype(_DTYPE.value).itemsize  # the sampler reads weights and cache in this dtype
+  for i, case in enumerate(_CASES.value):
     passages, n = (int(x) for x in case.lower().split("x"))
-    _case(model, tokenizer, hf, passages, n, peak)
+    _case(model, config, tokenizer, hf, passages, n, ceilings, itemsize,
+          _PROFILE_DIR.value if i == 0 else None)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ r"""Trains a policy with GRPO (or DAPO / Dr.GRPO settings) from an ml_collection
   python launch/train.py --config=configs/arena.py --config.rollout.group_size=4 --workdir=...
   # a named preset (grounding_jax.rl.config.presets) applied to the config; --config.* fields win
   python launch/train.py --config=configs/truthrl.py --preset=dapo --config.loss.kl_coef=0 ...
+  # a jax.profiler trace of step 2 (config.perf.profile_step) in /tmp/prof (TensorBoard, xprof)
+  python launch/train.py --config=configs/grace.py:runlocal --workdir=/tmp/gj --profile_dir=/tmp/prof
 
 Every knob lives in the config (declared in grounding_jax/rl/config/fields.py); flags only pick the
 config and the working directory. Re-running with the same --workdir resumes from its newest checkpoint, and
@@ -44,6 +46,9 @@ from grounding_jax.rl import trainer
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints and logs go here (overrides config).")
+_PROFILE_DIR = flags.DEFINE_string(
+    "profile_dir", None, "Write a jax.profiler trace of one GRPO step here (sets "
+    "config.perf.profile_dir; the step is config.perf.profile_step, default 2).")
 _PRESET = flags.DEFINE_list("preset", [], "Functions of grounding_jax.rl.config.presets applied to the "
                             "config in order (e.g. dapo); --config.<field> flags win over them.")
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi-host).")
@@ -61,6 +66,8 @@ def main(argv):
   with config.unlocked():
     if _WORKDIR.value:
       config.workdir = _WORKDIR.value
+    if _PROFILE_DIR.value:
+      config.perf.profile_dir = _PROFILE_DIR.value
     config.model.path = os.path.abspath(presets.resolve_model_path(config.model.path))
   # Errors a user causes (bad config values, data rows, start weights, checkpoints, a run stopped on
   # non-finite updates) end the run with their message alone: it names the value and the fix.

@@ -1,5 +1,7 @@
 """perf: FLOPs of known programs, memory figures, the CPU peak and MFU are present and right."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,3 +69,43 @@ def test_peaks_mfu_and_memory_report():
   assert "peak memory per device" in lines[0]
   assert lines[1].lstrip().startswith("update:") and lines[2].lstrip().startswith("small:")
   assert np.isfinite(cost.peak_bytes_per_device) and cost.peak_bytes_per_device > 0
+
+
+def test_decode_read_bytes_are_weights_and_the_live_cache():
+  """A decode step reads every weight (an untied input embedding only by its rows) and the K, V of
+  the shared prefix once, each prompt once and each row's own tokens (half the steps on average)."""
+  from grounding_jax.models import ModelConfig
+  tied = ModelConfig(model_type="llama", vocab_size=100, hidden_size=8, intermediate_size=16,
+                     num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4)
+  layer = 8 * (2 + 2 * 1) * 4 + 2 * 4 * 8 + 3 * 8 * 16 + 2 * 8  # q k v, o, SwiGLU, two norms
+  assert perf.param_count(tied) == 2 * layer + 100 * 8 + 8
+  stats = dict(prompt_rows=3, rows=6, prompt_bucket=10, decode_steps=4, shared_prefix_bucket=5)
+  kv_tokens = 5 + 3 * 10 + 6 * 4 / 2
+  kv_per_token = 2 * 2 * 1 * 4  # K and V, 2 layers, 1 KV head of 4
+  assert perf.decode_read_bytes(tied, stats, 2) == 2 * (perf.param_count(tied)
+                                                         + kv_per_token * kv_tokens)
+  untied = dataclasses.replace(tied, tie_word_embeddings=False)
+  assert perf.param_count(untied) == perf.param_count(tied) + 100 * 8
+  assert perf.decode_read_bytes(untied, stats, 2) == perf.decode_read_bytes(tied, stats, 2)
+
+
+def test_ceilings_are_measured_and_fractions_are_against_them():
+  ceilings = perf.measure_ceilings("float32", copy_bytes=2**20, matmul_size=64, repeats=2)
+  assert ceilings.bandwidth > 0 and ceilings.matmul_flops > 0
+  assert ceilings.device_kind == jax.devices()[0].device_kind
+  assert ceilings.datasheet_flops is None  # CPU: no datasheet row
+  assert "copy bandwidth" in ceilings.line() and "none for this device" in ceilings.line()
+  gpu = perf.Ceilings("NVIDIA H100", bandwidth=1e9, matmul_flops=1e12, dtype="bfloat16",
+                      datasheet_flops=2e12)
+  assert gpu.fractions(1e12, 2.0) == "MFU 50.0% of measured matmul, 25.0% of datasheet"
+  assert gpu.roofline(1e6, 2e-3).endswith("= 50.0% of the bandwidth roofline")  # 1 ms of 2 ms
+  assert perf.datasheet_flops() is None
+
+
+def test_trace_writes_a_profile_only_when_given_a_folder(tmp_path):
+  with perf.trace(None):
+    jnp.ones(3).block_until_ready()
+  assert not any(tmp_path.iterdir())
+  with perf.trace(str(tmp_path)):
+    (jnp.ones((8, 8)) @ jnp.ones((8, 8))).block_until_ready()
+  assert list(tmp_path.glob("plugins/profile/*/*.xplane.pb"))

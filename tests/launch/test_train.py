@@ -45,3 +45,16 @@ def test_bad_config_values_exit_1_naming_each_before_anything_is_written(tmp_pat
                "config.rollout.group_size=1", "config.model.compute_dtype='float64'"):
     assert line in proc.stderr
   assert not workdir.exists()
+
+
+def test_profile_dir_writes_a_trace_of_the_chosen_step(tiny_smollm2_dir, tmp_path):
+  """--profile_dir: a jax.profiler trace of step config.perf.profile_step, files on disk."""
+  cmd = [sys.executable, str(ROOT / "launch" / "train.py"),
+         f"--config={ROOT / 'configs' / 'synthetic_smollm2.py'}", f"--workdir={tmp_path / 'run'}",
+         f"--config.model.path={tiny_smollm2_dir}", "--config.stages[0].num_steps=1",
+         "--config.rollout.max_new_tokens=4", "--config.reward.num_workers=0",
+         "--config.perf.startup_report=false", "--config.perf.profile_step=1",
+         f"--profile_dir={tmp_path / 'prof'}"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert list((tmp_path / "prof").glob("plugins/profile/*/*.xplane.pb"))

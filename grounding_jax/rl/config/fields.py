@@ -252,6 +252,11 @@ UPDATE_LOOP = (
     Field("perf.metrics", True, bool, "log perf/ metrics every step"),
     Field("perf.startup_report", True, bool, "launch/train.py prints the widest programs' memory "
           "per device for the mesh before step 1 (compiles the widest gradient program)"),
+    # A jax.profiler trace (TensorBoard's profile plugin, Perfetto, xprof) of one whole GRPO step.
+    Field("perf.profile_dir", "", str, "write a jax.profiler trace of GRPO step perf.profile_step "
+          "here ('' = none); launch/train.py --profile_dir sets it"),
+    Field("perf.profile_step", 2, int, "the step (counted over the run, from 1) the trace covers; "
+          "the default skips step 1's compilation", lo=1),
 )
 
 OPTIMIZER = (  # fields of optim.default_optimizer_config(), shared with SFT; a stage may override

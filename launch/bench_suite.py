@@ -1,0 +1,169 @@
+r"""One command, one accelerator, the table of docs/benchmarks.md: our sampler and GRPO step against
+transformers' generate and TRL's GRPOTrainer on the same card, with the card's ceilings.
+
+  python launch/bench_suite.py --recipe=grace --out=/tmp/bench   # qwen2.5-1.5b, 16 x G8 x 256, bf16
+  python launch/bench_suite.py --recipe=grace --model_shape=qwen3-4b --tokenizer_dir=/path/tok
+  python launch/bench_suite.py --recipe=grace --model_shape=tiny --prompts=2 --group_size=2 \
+      --max_new_tokens=8 --micro_batch_size=4 --out=/tmp/bench_tiny   # a CPU smoke run (~3 min)
+
+Each stage is its own process with its own timeout (jax preallocates most of a GPU, so the torch
+peers never share a process with it), its log under --out/<stage>.log; the benches' "RESULT {json}"
+lines are gathered into --out/results.json and the table into --out/table.md (also printed). A
+stage that fails or times out leaves its row empty, never the whole table. The stages:
+  sampler_ours  launch/bench_sampler.py, ours alone: tokens/s, first call, prefill MFU, decode
+                ms/step against the bandwidth roofline (ceilings measured in that process)
+  sampler_peer  the same prompts with transformers' generate (cuda when torch sees a GPU)
+  grpo_ours     launch/bench_grpo_step.py, ours alone: step, sample, update, update MFU, step 1
+  grpo_trl      the same step with TRL's GRPOTrainer (needs `pip install -e ".[bench]"`)
+The default timeouts sum to 8 minutes; on an H100 / H200 the 1.5 B shape takes ~6.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+_RECIPE = flags.DEFINE_string("recipe", None, "Whose prompts and reward (a recipe needing no judge).")
+_SHAPE = flags.DEFINE_string("model_shape", "qwen2.5-1.5b", "grounding_jax.models.shapes name.")
+_TOKENIZER_DIR = flags.DEFINE_string("tokenizer_dir", None, "Tokenizer folder; default SmolLM2's.")
+_SHAPE_VOCAB = flags.DEFINE_integer("shape_vocab", 0, "0 = the shape's vocabulary, -1 = the "
+                                    "tokenizer's (the first GPU run's 1.39 B model), or a size.")
+_OUT = flags.DEFINE_string("out", "/tmp/grounding_jax_bench", "Logs, results.json and table.md.")
+_PROMPTS = flags.DEFINE_integer("prompts", 16, "Prompts per sampler call and per GRPO step.")
+_GROUP = flags.DEFINE_integer("group_size", 8, "Samples per prompt (G).")
+_NEW = flags.DEFINE_integer("max_new_tokens", 256, "New tokens per sample (EOS off in the sampler).")
+_MICRO = flags.DEFINE_integer("micro_batch_size", 16, "GRPO update micro-batch (rows).")
+_DTYPE = flags.DEFINE_enum("dtype", "bfloat16", ["float32", "bfloat16"], "Compute dtype.")
+_STAGES = flags.DEFINE_list("stages", ["sampler_ours", "sampler_peer", "grpo_ours", "grpo_trl"],
+                            "Which stages to run, in order.")
+_TIMEOUTS = flags.DEFINE_list("timeouts", ["110", "100", "160", "110"],
+                              "Seconds per stage of --stages, in order.")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def stage_commands() -> dict[str, list[str]]:
+  """Each stage's command line (python, script, flags)."""
+  common = [f"--recipe={_RECIPE.value}", f"--model_shape={_SHAPE.value}", f"--dtype={_DTYPE.value}",
+            f"--shape_vocab={_SHAPE_VOCAB.value}"]
+  if _TOKENIZER_DIR.value:
+    common.append(f"--tokenizer_dir={_TOKENIZER_DIR.value}")
+  sampler = [sys.executable, str(ROOT / "launch" / "bench_sampler.py"), *common,
+             f"--cases=5x{_PROMPTS.value}", f"--group_size={_GROUP.value}",
+             f"--max_new_tokens={_NEW.value}", "--repeats=2"]
+  grpo = [sys.executable, str(ROOT / "launch" / "bench_grpo_step.py"), *common,
+          f"--prompts={_PROMPTS.value}", f"--group_size={_GROUP.value}",
+          f"--max_new_tokens={_NEW.value}", f"--micro_batch_size={_MICRO.value}", "--steps=3",
+          "--resume=false"]
+  return {"sampler_ours": sampler + ["--hf=false"], "sampler_peer": sampler + ["--ours=false"],
+          "grpo_ours": grpo + ["--trl=false"], "grpo_trl": grpo + ["--ours=false", "--trl=true"]}
+
+
+def run_stage(name: str, cmd: list[str], timeout: float, out: pathlib.Path) -> dict | None:
+  """Runs one stage; its log goes to out/<name>.log; returns its last RESULT, or None."""
+  env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+             TOKENIZERS_PARALLELISM="false", PYTHONPATH=os.pathsep.join(
+                 [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+  start = time.perf_counter()
+  with open(out / f"{name}.log", "w") as log:
+    try:
+      code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                            timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+      code = "timeout"
+  text = (out / f"{name}.log").read_text(errors="replace")
+  results = [json.loads(line[len("RESULT "):]) for line in text.splitlines()
+             if line.startswith("RESULT ")]
+  print(f"[{name}] exit {code} after {time.perf_counter() - start:.0f}s (limit {timeout:.0f}s); "
+        f"log {out / f'{name}.log'}", flush=True)
+  return results[-1] if results else None
+
+
+def _pct(x):
+  return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def _num(x, fmt="{:.2f}"):
+  return "—" if x is None else fmt.format(x)
+
+
+def table(results: dict) -> str:
+  """The markdown table of the stages' RESULT dicts ({stage: result or None})."""
+  get = lambda stage, *keys: _dig(results.get(stage), keys)
+  c = get("sampler_ours", "ceilings") or get("grpo_ours", "ceilings") or {}
+  s_ours, s_peer = get("sampler_ours", "ours", "tokens_per_s"), get("sampler_peer", "transformers",
+                                                                     "tokens_per_s")
+  g_ours, g_trl = get("grpo_ours", "ours", "step_s"), get("grpo_trl", "trl", "step_s")
+  ratio = lambda a, b: f"{a / b:.1f}×" if a and b else "—"
+  run = results.get("sampler_ours") or results.get("sampler_peer") or {}
+  prompts = str(run.get("case", "5x?")).split("x")[-1]
+  micro = (results.get("grpo_ours") or results.get("grpo_trl") or {}).get("micro_batch_size", "?")
+  rows = [
+      ("measure", "ours", "peer, same card", "ratio"),
+      ("---", "---", "---", "---"),
+      ("ceilings (measured now)", f"copy {_num(c.get('bandwidth') and c['bandwidth'] / 1e9, '{:,.0f}')}"
+       f" GB/s, {c.get('dtype', '')} matmul "
+       f"{_num(c.get('matmul_flops') and c['matmul_flops'] / 1e12, '{:.1f}')} TFLOP/s", f"datasheet {_num(c.get('datasheet_flops') and c['datasheet_flops'] / 1e12, '{:.0f}')}"
+       f" TFLOP/s", c.get("device_kind", "")),
+      (f"sampler {prompts} × G{run.get('group_size', '?')} × {run.get('new_tokens', '?')}: tokens/s", _num(s_ours, "{:,.0f}"),
+       f"transformers generate {_num(s_peer, '{:,.0f}')}", ratio(s_ours, s_peer)),
+      ("decode ms/step", f"{_num(get('sampler_ours', 'ours', 'decode_ms_per_step'))} = "
+       f"{_pct(get('sampler_ours', 'ours', 'decode_roofline_fraction'))} of the bandwidth roofline "
+       f"({_num(get('sampler_ours', 'ours', 'decode_read_gb'))} GB a step)",
+       _num(get("sampler_peer", "transformers", "decode_ms_per_step")), ""),
+      ("prefill MFU (measured matmul / datasheet)",
+       f"{_pct(get('sampler_ours', 'ours', 'prefill_mfu_measured'))} / "
+       f"{_pct(get('sampler_ours', 'ours', 'prefill_mfu_datasheet'))}", "", ""),
+      ("sampler first call (s)", _num(get("sampler_ours", "ours", "first_call_s"), "{:.1f}"), "", ""),
+      (f"GRPO step, micro-batch {micro} (s)",
+       f"{_num(g_ours)} (sample {_num(get('grpo_ours', 'ours', 'sample_s'))} + update "
+       f"{_num(get('grpo_ours', 'ours', 'update_s'))})", f"TRL GRPOTrainer {_num(g_trl)}",
+       ratio(g_trl, g_ours)),
+      ("update MFU (measured matmul / datasheet)",
+       f"{_pct(get('grpo_ours', 'ours', 'update_mfu_measured'))} / "
+       f"{_pct(get('grpo_ours', 'ours', 'update_mfu_datasheet'))} "
+       f"({_num(get('grpo_ours', 'ours', 'update_tflop'), '{:.0f}')} TFLOP a step)", "", ""),
+      ("first GRPO step (s)", f"{_num(get('grpo_ours', 'ours', 'first_step_s'), '{:.1f}')} (compile "
+       f"{_num(get('grpo_ours', 'ours', 'first_step_compile_s'), '{:.1f}')})",
+       f"TRL {_num(get('grpo_trl', 'trl', 'first_step_s'), '{:.1f}')}", ""),
+  ]
+  return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
+def _dig(tree, keys):
+  for key in keys:
+    if not isinstance(tree, dict) or tree.get(key) is None:
+      return None
+    tree = tree[key]
+  return tree
+
+
+def main(argv):
+  del argv
+  if len(_TIMEOUTS.value) != len(_STAGES.value):
+    raise app.UsageError(f"--timeouts has {len(_TIMEOUTS.value)} entries for "
+                         f"{len(_STAGES.value)} --stages")
+  out = pathlib.Path(_OUT.value)
+  out.mkdir(parents=True, exist_ok=True)
+  commands = stage_commands()
+  results = {}
+  for name, timeout in zip(_STAGES.value, _TIMEOUTS.value):
+    if name not in commands:
+      raise app.UsageError(f"--stages: unknown stage {name!r}; expected some of {list(commands)}")
+    results[name] = run_stage(name, commands[name], float(timeout), out)
+  (out / "results.json").write_text(json.dumps(results, indent=1))
+  text = table(results)
+  (out / "table.md").write_text(text + "\n")
+  print(text)
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("recipe")
+  app.run(main)

@@ -1,0 +1,87 @@
+"""launch/bench_sampler.py and launch/bench_grpo_step.py at --model_shape=tiny: they run in seconds
+on a CPU, print the ceilings measured in the same run beside tokens/s and step time (decode against
+the bandwidth roofline, prefill and update as MFU of the measured matmul and of the datasheet), a
+RESULT json line, and a jax.profiler trace with --profile_dir. No timed asserts."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import launch_script
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run(script, *args, timeout=600):
+  proc = subprocess.run([sys.executable, str(ROOT / "launch" / script), *args], capture_output=True,
+                        text=True, timeout=timeout, cwd=ROOT)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines()
+             if line.startswith("RESULT ")]
+  return proc.stdout, results
+
+
+def _traced(folder):
+  return list(pathlib.Path(folder).glob("plugins/profile/*/*.xplane.pb"))
+
+
+def test_sampler_bench_at_the_tiny_shape_against_transformers(tiny_smollm2_dir, tmp_path):
+  out, results = _run("bench_sampler.py", "--recipe=grace", "--model_shape=tiny",
+                      f"--tokenizer_dir={tiny_smollm2_dir}", "--cases=5x2", "--group_size=2",
+                      "--max_new_tokens=4", "--repeats=1", "--hf_threads=1",
+                      f"--profile_dir={tmp_path / 'prof'}")
+  assert "ceilings (cpu, measured now): copy bandwidth" in out
+  for field in ("tokens/s", "MFU", "of measured matmul", "ms/step", "of the bandwidth roofline",
+                "transformers (torch threads=1)", "ratio decode"):
+    assert field in out, field
+  (result,) = results
+  assert result["case"] == "5x2" and result["group_size"] == 2
+  assert {"tokens_per_s", "decode_ms_per_step", "decode_roofline_fraction", "prefill_mfu_measured",
+          "prefill_mfu_datasheet"} <= set(result["ours"])
+  assert result["transformers"]["device"] == "cpu" and result["ratios"]["overall"] > 0
+  assert _traced(tmp_path / "prof")
+
+
+def test_grpo_bench_at_the_tiny_shape_prints_update_mfu_and_traces_a_step(tiny_smollm2_dir,
+                                                                            tmp_path):
+  out, results = _run("bench_grpo_step.py", "--recipe=grace", "--model_shape=tiny",
+                      f"--tokenizer_dir={tiny_smollm2_dir}", "--prompts=2", "--group_size=2",
+                      "--max_new_tokens=4", "--micro_batch_size=2", "--steps=2", "--trl=false",
+                      "--resume=false", f"--profile_dir={tmp_path / 'prof'}")
+  assert "ceilings (cpu, measured now)" in out
+  assert "update: " in out and "of measured matmul, n/a of datasheet" in out
+  (result,) = results
+  assert {"step_s", "sample_s", "update_s", "update_mfu_measured", "update_mfu_datasheet",
+          "first_step_s"} <= set(result["ours"])
+  assert result["model_shape"] == "tiny" and "trl" not in result
+  assert _traced(tmp_path / "prof")
+
+
+def test_suite_table_has_every_row_and_survives_a_failed_stage():
+  """launch/bench_suite.py's table from the benches' RESULT dicts; a stage that failed (None)
+  leaves its cells as dashes, never the table."""
+  suite = launch_script.load("bench_suite", "launch_bench_suite")
+  ceilings = dict(device_kind="NVIDIA H200", bandwidth=4.3e12, matmul_flops=7.8e14,
+                  dtype="bfloat16", datasheet_flops=9.89e14)
+  results = {
+      "sampler_ours": dict(case="5x16", group_size=8, new_tokens=256, ceilings=ceilings,
+                           ours=dict(tokens_per_s=35699.0, decode_ms_per_step=2.95,
+                                     decode_roofline_fraction=0.27, decode_read_gb=3.4,
+                                     prefill_mfu_measured=0.3, prefill_mfu_datasheet=0.25,
+                                     first_call_s=28.3)),
+      "sampler_peer": dict(case="5x16", transformers=dict(tokens_per_s=3567.0,
+                                                          decode_ms_per_step=34.7)),
+      "grpo_ours": dict(micro_batch_size=16, ceilings=ceilings,
+                        ours=dict(step_s=4.41, sample_s=1.01, update_s=3.37, update_tflop=473.0,
+                                  update_mfu_measured=0.18, update_mfu_datasheet=0.142,
+                                  first_step_s=42.6, first_step_compile_s=62.7)),
+      "grpo_trl": None,
+  }
+  text = suite.table(results)
+  assert "| sampler 16 × G8 × 256: tokens/s | 35,699 | transformers generate 3,567 | 10.0× |" in text
+  assert "2.95 = 27.0 % of the bandwidth roofline (3.40 GB a step)" in text
+  assert "| update MFU (measured matmul / datasheet) | 18.0 % / 14.2 % (473 TFLOP a step)" in text
+  assert "TRL GRPOTrainer — | — |" in text  # the failed stage
+  assert "copy 4,300 GB/s, bfloat16 matmul 780.0 TFLOP/s | datasheet 989 TFLOP/s | NVIDIA H200" in text
+  assert len(text.splitlines()) == 10
