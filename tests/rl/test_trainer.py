@@ -184,9 +184,10 @@ class RecordingReward(toy_task.TargetShareReward):
 
 
 def test_overlong_prompts_are_dropped_from_the_data_not_truncated(tiny_checkpoint, tmp_path, capsys):
-  # TruthRL (note 004 §4.2): VeRL filters prompts over the limit out of the data. Here half the
-  # prompts have 12 words (13 tokens with BOS) over an 8-token limit; 4 steps × 4 prompts draw from
-  # the short ones only, and the sampler sees every prompt whole.
+  # TruthRL (arXiv:2509.25760; its authors' verl config sets filter_overlong_prompts=True): VeRL
+  # filters prompts over the limit out of the data. Here half the prompts have 12 words (13 tokens
+  # with BOS) over an 8-token limit; 4 steps × 4 prompts draw from the short ones only, and the
+  # sampler sees every prompt whole.
   short = toy_task.make_examples(8)
   rng = np.random.default_rng(1)
   long = [Example(question=" ".join(f"w{t}" for t in rng.integers(13, 96, size=12)), id=f"long{i}")

@@ -186,9 +186,9 @@ def test_logprob_temperature_option():
 
 
 def test_arena_update_raw_logits_and_per_micro_batch_token_means(tiny):
-  # ARENA's authors (note 002 §3.6): log-probs of the raw logits while sampling at 0.9, and the loss
-  # of each group of rows its own token mean, the group losses averaged; re-derived here in numpy
-  # from the model's temperature-1 log-probs.
+  # ARENA's authors (their TRL code for arXiv:2505.13258, App. E): log-probs of the raw logits
+  # while sampling at 0.9, and the loss of each group of rows its own token mean, the group losses
+  # averaged; re-derived here in numpy from the model's temperature-1 log-probs.
   model = models.load_pretrained(tiny)
   batch = {k: v for k, v in random_batch(96, seed=4).items() if k != "old_logp"}  # on-policy: μ = 1
   settings = update.settings_from_config(
