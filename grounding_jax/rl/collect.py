@@ -161,7 +161,7 @@ class Collector:
       rounds.append(rnd)
       t_sample, t_reward = t_sample + ts, t_reward + tr
       informative = ~adv_lib.zero_variance_groups(
-          np.concatenate([r.values["reward"] for r in rounds]), g)
+          np.concatenate([r.values["reward"] for r in rounds]), g, c.dapo.std_tolerance)
       usable = np.concatenate([r.usable for r in rounds])
       if not c.dapo.dynamic_sampling or self.hosts.all_hosts((informative & usable).sum() >= want):
         break
@@ -171,17 +171,18 @@ class Collector:
     merged = rollout_lib.concat([r.rollout for r in rounds],
                                 pad_id=int(self.tokenizer.pad_token_id or 0))
     rewards = np.concatenate([r.values["reward"] for r in rounds])
-    informative = ~adv_lib.zero_variance_groups(rewards, g)
+    informative = ~adv_lib.zero_variance_groups(rewards, g, c.dapo.std_tolerance)
     groups = select_groups(usable, informative, want) if c.dapo.dynamic_sampling else np.arange(want)
     batch_ro = rollout_lib.take_groups(merged, groups)
-    a = c.advantage
-    advantages = adv_lib.group_advantages(
-        rewards[rollout_lib.group_rows(groups, g)], g, scale=a.scale, std_ddof=a.std_ddof,
-        std_floor=a.std_floor, eps=a.eps, leave_one_out=a.leave_one_out)
     loss_mask = batch_ro.completion_mask.copy()
     if c.dapo.mask_truncated:  # DAPO overlong filtering
       loss_mask &= ~batch_ro.truncated[:, None]
     loss_mask &= np.repeat(usable[groups], g)[:, None]
+    a = c.advantage
+    advantages = adv_lib.group_advantages(
+        rewards[rollout_lib.group_rows(groups, g)], g, scale=a.scale, std_ddof=a.std_ddof,
+        std_floor=a.std_floor, eps=a.eps, leave_one_out=a.leave_one_out,
+        std_tolerance=c.dapo.std_tolerance, token_counts=loss_mask.sum(axis=1))
     all_adv = self.hosts.gather(advantages)  # metrics describe the global batch, equal on every host
     metrics["advantage/mean"] = float(all_adv.mean())
     metrics["advantage/std"] = float(all_adv.std())
@@ -202,7 +203,8 @@ class Collector:
     m.update(answerability_metrics(values, self.hosts.gather(_answerable_labels(rnd.rollout))))
     m["reward/failed_frac"] = float(np.mean(failed))  # raised, timed out or not finite
     m["reward/nonfinite_frac"] = float(np.mean(nonfinite))  # of them, NaN or inf
-    m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(values["reward"], g).mean())
+    m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(
+        values["reward"], g, self.c.dapo.std_tolerance).mean())
     m["completion_length/mean"] = float(lengths.mean())
     m["completion_length/max"] = float(lengths.max())
     m["completion_length/min"] = float(lengths.min())

@@ -9,6 +9,13 @@ the groups' token means, whatever the memory micro-batch (a multiple of the grou
 
 When a reference is given, the three estimators k1, k2 and k3 of KL(π ‖ π_ref) are logged every step
 (kl/k1, kl/k2, kl/k3) whichever one the loss uses (ARENA Fig. 4 compares k2 and k3).
+
+The importance ratio is per token (PPO / GRPO), or per sequence (GSPO, arXiv:2507.18071 §4.1:
+the exp of the mean token log-ratio over the completion), whose value is clipped per sequence; its
+GSPO-token form (§4.3) gives every token that value with its own token's gradient path. A
+sequence's ratio reads only its own row, and rows are never split between micro-batches, so the
+(sum, denominator) pairs stay exact. The policy-gradient term can also carry a rollout-correction
+weight (truncated or masked importance sampling of the trainer's old log-probs against the sampler's).
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ import jax.numpy as jnp
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_sum_constant", "micro_token_mean")
+RATIO_LEVELS = ("token", "sequence", "sequence_token")
+ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
+_LOG_RATIO_BOUND = 20.0  # exp(±20) keeps an IS weight finite in float32 (verl's SAFETY_BOUND)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +55,16 @@ class PolicyLossConfig:
       App. E and its TRL code).
     max_completion_length: the constant normaliser of "seq_sum_constant".
     micro_batch_rows: the rows of one normalisation group of "micro_token_mean".
+    ratio_level: "token" = π_θ/π_old per token (PPO, GRPO); "sequence" = GSPO's s_i(θ) =
+      exp(mean over the completion's loss tokens of log π_θ − log π_old), clipped per sequence, its
+      gradient through the mean (arXiv:2507.18071 §4.1, Eq. 5); "sequence_token" = GSPO-token
+      (§4.3): sg[s_i]·π_θ(y_t)/sg[π_θ(y_t)], s_i's value at every token with that token's own
+      gradient (the same gradient as "sequence" when a completion's tokens share one advantage).
+    rollout_correction: "none"; "tis" multiplies each token's policy-gradient term by
+      min(π_old/π_sampler, cap) (truncated importance sampling of the sampler's log-probs against the
+      trainer's old ones); "mis" multiplies it by π_old/π_sampler where that is <= cap and by 0 past
+      it (masked IS: the token is dropped from the gradient; the denominators are unchanged).
+    rollout_correction_cap: C of "tis" / "mis".
   """
   clip_eps_low: float = 0.2
   clip_eps_high: float = 0.2
@@ -56,6 +76,9 @@ class PolicyLossConfig:
   aggregation: str = "token_mean"
   max_completion_length: int = 0
   micro_batch_rows: int = 0
+  ratio_level: str = "token"
+  rollout_correction: str = "none"
+  rollout_correction_cap: float = 2.0
 
   def __post_init__(self):
     if self.kl_estimator not in KL_ESTIMATORS:
@@ -70,6 +93,13 @@ class PolicyLossConfig:
       raise ValueError(f"clip eps low={self.clip_eps_low}, high={self.clip_eps_high}: need 0<=low<1, high>=0")
     if self.dual_clip is not None and self.dual_clip <= 1:
       raise ValueError(f"dual_clip={self.dual_clip} must be > 1 (or None to turn it off)")
+    if self.ratio_level not in RATIO_LEVELS:
+      raise ValueError(f"ratio_level={self.ratio_level!r}; expected one of {RATIO_LEVELS}")
+    if self.rollout_correction not in ROLLOUT_CORRECTIONS:
+      raise ValueError(f"rollout_correction={self.rollout_correction!r}; expected one of "
+                       f"{ROLLOUT_CORRECTIONS}")
+    if self.rollout_correction_cap <= 0:
+      raise ValueError(f"rollout_correction_cap={self.rollout_correction_cap} must be > 0")
 
 
 def kl_per_token(logp: jax.Array, ref_logp: jax.Array, estimator: str,
@@ -120,10 +150,47 @@ def aggregate(values: jax.Array, mask: jax.Array, aggregation: str,
   raise ValueError(f"aggregation={aggregation!r}; expected one of {AGGREGATIONS}")
 
 
+def log_importance_ratio(logp: jax.Array, old_logp: jax.Array, mask: jax.Array,
+                         level: str) -> jax.Array:
+  """log of the importance ratio at each token [B, T] for a ratio level (RATIO_LEVELS).
+
+  "sequence" and "sequence_token" use the mean of log π_θ − log π_old over each row's `mask` tokens
+  (GSPO's length-normalised ratio, arXiv:2507.18071 §4.1), broadcast to the row; a row without
+  mask tokens gets 0 (ratio 1). `old_logp` carries no gradient.
+  """
+  log_ratio = logp - jax.lax.stop_gradient(old_logp)
+  if level == "token":
+    return log_ratio
+  mask_f = mask.astype(log_ratio.dtype)
+  per_seq = jnp.sum(log_ratio * mask_f, axis=-1) / jnp.maximum(jnp.sum(mask_f, axis=-1), 1.0)
+  if level == "sequence":
+    return jnp.broadcast_to(per_seq[:, None], log_ratio.shape)
+  if level == "sequence_token":  # GSPO-token (§4.3): the value of s_i, the gradient of log π(y_t)
+    return jax.lax.stop_gradient(per_seq)[:, None] + logp - jax.lax.stop_gradient(logp)
+  raise ValueError(f"ratio_level={level!r}; expected one of {RATIO_LEVELS}")
+
+
+def rollout_correction_weight(old_logp: jax.Array, sampler_logp: jax.Array, kind: str,
+                              cap: float) -> tuple[jax.Array, jax.Array]:
+  """(weight, capped) per token [B, T]: the rollout-correction weight of the policy-gradient term
+  and where π_old/π_sampler exceeds `cap` (truncated by "tis", dropped by "mis"). No gradient."""
+  log_w = jnp.clip(jax.lax.stop_gradient(old_logp) - jax.lax.stop_gradient(sampler_logp),
+                   -_LOG_RATIO_BOUND, _LOG_RATIO_BOUND)
+  w = jnp.exp(log_w)
+  capped = w > cap
+  if kind == "tis":
+    return jnp.minimum(w, cap), capped
+  if kind == "mis":
+    return jnp.where(capped, 0.0, w), capped
+  raise ValueError(f"rollout_correction={kind!r}; expected 'tis' or 'mis'")
+
+
 def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mask: jax.Array,
                 config: PolicyLossConfig, *, ref_logp: Optional[jax.Array] = None,
-                entropy: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array, dict]:
-  """Clipped surrogate + β·KL − entropy bonus, as (loss_sum, denominator, metric_sums).
+                entropy: Optional[jax.Array] = None, sampler_logp: Optional[jax.Array] = None
+                ) -> tuple[jax.Array, jax.Array, dict]:
+  """Clipped surrogate (× rollout-correction weight) + β·KL − entropy bonus, as (loss_sum,
+  denominator, metric_sums).
 
   Args:
     logp: float32 [B, T], log π_θ of each completion token (with gradient).
@@ -133,6 +200,8 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
     config: PolicyLossConfig.
     ref_logp: float32 [B, T], log π_ref; required when config.kl_coef > 0.
     entropy: float32 [B, T], per-token entropy of π_θ (nats); required when entropy_coef > 0.
+    sampler_logp: float32 [B, T], the sampler's log-probs of the tokens; required when
+      config.rollout_correction != "none" (then `old_logp` must be the trainer's).
   Returns:
     loss_sum, denominator: loss = loss_sum / denominator (sum the pairs over micro-batches first).
     metric_sums: name -> (sum, count) pairs; mean = Σ sum / Σ count. Token-level metrics count tokens.
@@ -140,20 +209,28 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   mask_f = mask.astype(jnp.float32)
   old_logp = jax.lax.stop_gradient(old_logp)
   adv = jax.lax.stop_gradient(advantages)[:, None].astype(jnp.float32)
-  log_ratio = logp - old_logp
-  ratio = jnp.exp(log_ratio)
+  ratio = jnp.exp(log_importance_ratio(logp, old_logp, mask_f, config.ratio_level))
   clipped = jnp.clip(ratio, 1.0 - config.clip_eps_low, 1.0 + config.clip_eps_high)
   # PPO: maximise min(ρA, clip(ρ)A)  <=>  minimise max(−ρA, −clip(ρ)A).
   pg = jnp.maximum(-adv * ratio, -adv * clipped)
   if config.dual_clip is not None:
     # Dual-clip PPO (Ye et al. 2020; GRACE Table 2 clip_ratio_c = 10): for A < 0 cap the loss at −c·A.
     pg = jnp.where(adv < 0, jnp.minimum(pg, -adv * config.dual_clip), pg)
-  per_token = pg
   tokens = jnp.sum(mask_f)
   metrics = {}
 
   def token_metric(x):
     return (jnp.sum(x * mask_f), tokens)
+
+  if config.rollout_correction != "none":
+    if sampler_logp is None:
+      raise ValueError(f"rollout_correction={config.rollout_correction!r} needs sampler_logp")
+    weight, capped = rollout_correction_weight(old_logp, sampler_logp, config.rollout_correction,
+                                               config.rollout_correction_cap)
+    pg = pg * weight  # the policy-gradient term only, as verl and TRL weigh it
+    metrics["rollout_is/weight_mean"] = token_metric(weight)
+    metrics["rollout_is/capped_frac"] = token_metric(capped.astype(jnp.float32))
+  per_token = pg
 
   agg = dict(aggregation=config.aggregation, max_completion_length=config.max_completion_length,
              micro_batch_rows=config.micro_batch_rows)

@@ -71,8 +71,10 @@ class Updater:
   def keeps_sampler_logp(view: ml_collections.ConfigDict, settings: update_lib.UpdateSettings
                          ) -> bool:
     """Whether the update's batch carries the sampler's log-probs (the loss pass measures the
-    log-prob gap; with recomputed old log-probs the gap is measured on the host instead)."""
-    return settings.on_policy or view.update_loop.old_logprobs != "recompute"
+    log-prob gap; with recomputed old log-probs the gap is measured on the host instead, and the
+    loss needs them only for loss.rollout_correction)."""
+    return (settings.on_policy or view.update_loop.old_logprobs != "recompute"
+            or settings.loss.rollout_correction != "none")
 
   def _host_batch(self, gb: collect.GroupBatch) -> dict:
     """The update's inputs as host arrays [N, ...], trimmed to the columns some row needs."""
@@ -97,8 +99,11 @@ class Updater:
     widths = hosts.packed_widths(batch, mb, settings.rows_per_prompt)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
     t0 = time.perf_counter()
-    recompute = not self.keeps_sampler_logp(c, settings)
-    sampler_logp = batch.pop("sampler_logp") if recompute else None  # compared on the host
+    recompute = not settings.on_policy and u.old_logprobs == "recompute"
+    # With recomputed old log-probs the gap is measured on the host; the loss keeps the sampler's
+    # log-probs only for the rollout correction.
+    keep = self.keeps_sampler_logp(c, settings)
+    sampler_logp = (batch["sampler_logp"] if keep else batch.pop("sampler_logp")) if recompute else None
     if ref_params is not None:
       batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width,
                                          self._on_call("reference"))

@@ -13,6 +13,7 @@ Batch keys (all leading dims [num_micro, micro_batch]):
   ref_logp float32 [.., L]                                  omitted when β = 0
   sampler_logp float32 [.., L]                              optional: the sampler's log-probs of the
                                                             tokens, for the health/logprob_gap monitor
+                                                            and loss.rollout_correction (required)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from flax import nnx
 from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
 from grounding_jax.rl import losses
+from grounding_jax.rl.config import checks
 from grounding_jax.sampling.prompts import bucket_length
 
 
@@ -90,8 +92,14 @@ def settings_from_config(c) -> UpdateSettings:
       dual_clip=c.loss.dual_clip, kl_coef=c.loss.kl_coef, kl_estimator=c.loss.kl_estimator,
       kl_clamp=c.loss.kl_clamp, entropy_coef=c.loss.entropy_coef, aggregation=c.loss.aggregation,
       max_completion_length=c.rollout.max_new_tokens,
-      micro_batch_rows=rows if c.loss.aggregation == "micro_token_mean" else 0)
+      micro_batch_rows=rows if c.loss.aggregation == "micro_token_mean" else 0,
+      ratio_level=c.loss.ratio_level, rollout_correction=c.loss.rollout_correction,
+      rollout_correction_cap=c.loss.rollout_correction_cap)
   on_policy = u.num_iterations == 1 and u.num_minibatches == 1
+  problem = checks.rollout_correction_problem(c)
+  if problem:
+    raise checks.ConfigError(
+        [f"config.loss.rollout_correction={c.loss.rollout_correction!r}: {problem}"])
   g = c.rollout.group_size
   shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
   return UpdateSettings(loss=loss_cfg, temperature=logprob_temperature(c),
@@ -167,7 +175,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
       entropy = jax.lax.stop_gradient(entropy)  # metric only: no backward through it
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
     s, d, m = losses.policy_loss(logp, old, mb["advantages"], mb["loss_mask"], cfg,
-                                 ref_logp=mb.get("ref_logp"), entropy=entropy)
+                                 ref_logp=mb.get("ref_logp"), entropy=entropy,
+                                 sampler_logp=mb.get("sampler_logp"))
     if "sampler_logp" in mb:  # the loss pass's own log-probs: no extra forward pass
       m.update(losses.logprob_gap(jax.lax.stop_gradient(logp), mb["sampler_logp"], mb["loss_mask"]))
     return s, (d, m)

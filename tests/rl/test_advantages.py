@@ -65,3 +65,37 @@ def test_bad_group_size_raises():
   with pytest.raises(ValueError, match="group_size=4"):
     adv_lib.group_advantages(np.zeros(6), 4)
 
+
+
+def test_std_tolerance_counts_float_noise_groups_as_zero_variance():
+  # F1 / ROUGE / judge rewards: a group equal up to float noise (OpenRLHF #1270).
+  noisy = np.array([0.7, 0.7 + 1e-9, 0.7 - 1e-9, 0.7])
+  r = np.concatenate([noisy, [0.0, 1.0, 0.5, 0.5]])
+  np.testing.assert_array_equal(adv_lib.zero_variance_groups(r, 4), [False, False])  # exact test
+  np.testing.assert_array_equal(adv_lib.zero_variance_groups(r, 4, 1e-6), [True, False])
+  exact = adv_lib.group_advantages(r, 4)
+  assert np.abs(exact[:4]).max() > 1e-6  # noise scaled up by the group's tiny std
+  tol = adv_lib.group_advantages(r, 4, std_tolerance=1e-6)
+  np.testing.assert_array_equal(tol[:4], 0.0)
+  np.testing.assert_array_equal(tol[4:], exact[4:])
+  # The bound is the group's population std: a group whose std is just above it keeps its signal.
+  spread = np.array([0.0, 2e-6, 0.0, 2e-6])  # population std 1e-6
+  assert not adv_lib.zero_variance_groups(spread, 4, 0.9e-6)[0]
+  assert adv_lib.zero_variance_groups(spread, 4, 1.1e-6)[0]
+
+
+def test_batch_tokens_is_token_weighted_whitening_of_the_centred_rewards():
+  # Plain-Python re-derivation of REINFORCE++-baseline (arXiv:2501.03262) as verl computes it:
+  # (r − group mean) at every loss token, whitened over all tokens; verl's own run: test_verl_reference.py.
+  rewards = [1.0, 0.0, 0.5, 0.5, 0.2, 0.9]
+  counts = [3, 1, 2, 2, 5, 4]
+  centred = [0.5, -0.5, 0.0, 0.0, -0.35, 0.35]
+  tokens = [c for c, n in zip(centred, counts) for _ in range(n)]
+  mean = sum(tokens) / len(tokens)
+  std = (sum((t - mean) ** 2 for t in tokens) / (len(tokens) - 1) + 1e-8) ** 0.5
+  got = adv_lib.group_advantages(np.array(rewards), 2, scale="batch_tokens", eps=1e-8,
+                                 token_counts=np.array(counts))
+  np.testing.assert_allclose(got, [(c - mean) / std for c in centred], rtol=1e-6)
+  assert got[2] != 0  # the all-equal group keeps −mean/std, as in verl
+  with pytest.raises(ValueError, match="token_counts"):
+    adv_lib.group_advantages(np.array(rewards), 2, scale="batch_tokens")

@@ -175,3 +175,117 @@ def test_kl_estimators_are_logged_whatever_the_loss_uses():
   assert float(got["k3"]["kl/k3"]) > 0.01 >= float(got["k3"]["kl"])  # "kl" is the loss's, clamped
   _, _, m = losses.policy_loss(logp, old, adv, mask, losses.PolicyLossConfig())
   assert not any(k.startswith("kl") for k in m)  # no reference, no KL metrics
+
+
+def _np_gspo(logp, old, adv, mask, c, sampler=None):
+  """GSPO (arXiv:2507.18071 §4.1) in float64 numpy: s_i = exp(mean of the row's token log-ratios),
+  clipped per sequence, each row's loss given to its tokens, then the aggregation; with a
+  rollout-correction weight per token when `sampler` is given."""
+  lens = mask.sum(1)
+  s = np.exp(((logp - old) * mask).sum(1) / np.maximum(lens, 1))[:, None] * np.ones_like(logp)
+  a = adv[:, None]
+  tok = np.maximum(-a * s, -a * np.clip(s, 1 - c.clip_eps_low, 1 + c.clip_eps_high))
+  if sampler is not None:
+    tok = tok * _np_weight(old, sampler, c)[0]
+  if c.aggregation == "token_mean":
+    return (tok * mask).sum() / mask.sum()
+  if c.aggregation == "seq_mean_token_mean":
+    per = [(tok[i] * mask[i]).sum() / lens[i] for i in range(B) if lens[i] > 0]
+    return sum(per) / len(per)
+  if c.aggregation == "seq_sum_constant":
+    return (tok * mask).sum() / (B * c.max_completion_length)
+  r = c.micro_batch_rows
+  per = [(tok[i:i + r] * mask[i:i + r]).sum() / mask[i:i + r].sum() for i in range(0, B, r)
+         if mask[i:i + r].sum() > 0]
+  return sum(per) / len(per)
+
+
+def _np_weight(old, sampler, c):
+  """TIS: min(π_old / π_sampler, C); MIS: π_old / π_sampler where <= C, else 0. (weight, capped)."""
+  w = np.exp(old - sampler)
+  capped = w > c.rollout_correction_cap
+  if c.rollout_correction == "tis":
+    return np.minimum(w, c.rollout_correction_cap), capped
+  return np.where(capped, 0.0, w), capped
+
+
+def _fd_grad(fn, logp, h=1e-6):
+  num = np.zeros_like(logp)
+  for i, j in itertools.product(range(B), range(T)):
+    up, dn = logp.copy(), logp.copy()
+    up[i, j] += h
+    dn[i, j] -= h
+    num[i, j] = (fn(up) - fn(dn)) / (2 * h)
+  return num
+
+
+@pytest.mark.parametrize("agg", losses.AGGREGATIONS)
+def test_gspo_sequence_ratio_matches_numpy_and_gspo_token_has_its_gradient(agg):
+  logp, old, _, adv, mask, _ = _inputs(4)
+  old = logp + np.random.default_rng(4).normal(scale=0.05, size=(B, T))  # some sequences clipped
+  grads = {}
+  for level in ("sequence", "sequence_token"):
+    c = losses.PolicyLossConfig(**{**_BASE, "clip_eps_low": 0.01, "clip_eps_high": 0.015,
+                                   "aggregation": agg, "ratio_level": level})
+
+    def f(lp, c=c):
+      s, d, m = losses.policy_loss(lp, jnp.asarray(old, jnp.float32), jnp.asarray(adv, jnp.float32),
+                                   jnp.asarray(mask, jnp.float32), c)
+      return s / d, losses.reduce_metrics([m])
+    (loss, metrics), grads[level] = jax.value_and_grad(f, has_aux=True)(jnp.asarray(logp, jnp.float32))
+    np.testing.assert_allclose(loss, _np_gspo(logp, old, adv, mask, c), rtol=2e-5, atol=1e-6)
+    assert 0 < float(metrics["clip_frac"]) < 1  # both clipped and unclipped sequences
+  # GSPO's gradient flows through each sequence's mean log-ratio: finite differences of the numpy loss.
+  num = _fd_grad(lambda lp: _np_gspo(lp, old, adv, mask, c), logp)
+  np.testing.assert_allclose(grads["sequence"], num, rtol=1e-3, atol=1e-5)
+  # GSPO-token: sg[s_i]·π/sg[π] at every token gives the same gradient (one advantage per row).
+  np.testing.assert_allclose(grads["sequence_token"], grads["sequence"], rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind,level", [("tis", "token"), ("mis", "token"), ("tis", "sequence")])
+def test_rollout_correction_matches_numpy(kind, level):
+  logp, old, _, adv, mask, _ = _inputs(5)
+  sampler = old + np.random.default_rng(5).normal(scale=0.8, size=(B, T))  # some weights past C
+  c = losses.PolicyLossConfig(clip_eps_high=0.28, ratio_level=level, rollout_correction=kind,
+                              rollout_correction_cap=2.0)
+
+  def ref(lp):
+    if level == "sequence":
+      return _np_gspo(lp, old, adv, mask, c, sampler)
+    ratio = np.exp(lp - old)
+    a = adv[:, None]
+    pg = np.maximum(-a * ratio, -a * np.clip(ratio, 1 - c.clip_eps_low, 1 + c.clip_eps_high))
+    return (pg * _np_weight(old, sampler, c)[0] * mask).sum() / mask.sum()
+
+  def f(lp):
+    s, d, m = losses.policy_loss(lp, *[jnp.asarray(v, jnp.float32) for v in (old, adv, mask)], c,
+                                 sampler_logp=jnp.asarray(sampler, jnp.float32))
+    return s / d, losses.reduce_metrics([m])
+  (loss, metrics), grad = jax.value_and_grad(f, has_aux=True)(jnp.asarray(logp, jnp.float32))
+  np.testing.assert_allclose(loss, ref(logp), rtol=2e-5, atol=1e-6)
+  np.testing.assert_allclose(grad, _fd_grad(ref, logp), rtol=1e-3, atol=1e-5)
+  weight, capped = _np_weight(old, sampler, c)
+  m = mask > 0
+  assert 0 < capped[m].mean() < 1
+  np.testing.assert_allclose(metrics["rollout_is/capped_frac"], capped[m].mean(), rtol=1e-6)
+  np.testing.assert_allclose(metrics["rollout_is/weight_mean"], weight[m].mean(), rtol=1e-5)
+  with pytest.raises(ValueError, match="needs sampler_logp"):
+    losses.policy_loss(*[jnp.asarray(v, jnp.float32) for v in (logp, old, adv, mask)], c)
+
+
+@pytest.mark.parametrize("agg", losses.AGGREGATIONS)
+def test_sequence_ratio_and_correction_accumulate_exactly(agg):
+  # A sequence's ratio reads its own row only, and micro-batches hold whole rows.
+  c = losses.PolicyLossConfig(aggregation=agg, max_completion_length=T, micro_batch_rows=2,
+                              ratio_level="sequence", rollout_correction="tis", kl_coef=0.05)
+  logp, old, ref, adv, mask, ent = [jnp.asarray(v, jnp.float32) for v in _inputs(6)]
+  sampler = old + 0.3
+  s, d, m = losses.policy_loss(logp, old, adv, mask, c, ref_logp=ref, sampler_logp=sampler)
+  parts = [losses.policy_loss(logp[i:i + 2], old[i:i + 2], adv[i:i + 2], mask[i:i + 2], c,
+                              ref_logp=ref[i:i + 2], sampler_logp=sampler[i:i + 2])
+           for i in range(0, B, 2)]
+  np.testing.assert_allclose(s / d, sum(p[0] for p in parts) / sum(p[1] for p in parts), rtol=1e-5,
+                             atol=1e-7)  # float32 sums in another order
+  f1, f2 = losses.reduce_metrics([m]), losses.reduce_metrics([p[2] for p in parts])
+  for k in f1:
+    np.testing.assert_allclose(f1[k], f2[k], rtol=1e-5, err_msg=k)

@@ -14,6 +14,7 @@ from grounding_jax import models
 from grounding_jax import sampling
 from grounding_jax.data.schema import Example
 from grounding_jax.rl import config as config_lib
+from grounding_jax.rl.config import presets
 from grounding_jax.rl import collect
 from grounding_jax.rl import trainer
 from grounding_jax.rl import update
@@ -70,6 +71,33 @@ def test_dapo_options_and_off_policy_updates(tiny_checkpoint, tmp_path):
     assert h["kl"] >= 0.0
   # Later mini-batches / the second pass see a moved policy: ratios leave 1.
   assert any(h["ratio_max"] > 1.0 or h["ratio_min"] < 1.0 for h in history)
+
+
+class NoisyConstantReward(HalfConstantReward):
+  """As HalfConstantReward, with float noise (1e-9) on the constant rewards, as F1 or a judge gives."""
+
+  def __call__(self, completions, examples, **extra):
+    out = super().__call__(completions, examples)
+    const = np.array([int(e.id[3:]) % 2 == 0 for e in examples])
+    out["reward"] = out["reward"] + np.where(const, 1e-9 * np.arange(len(examples)), 0.0)
+    return out
+
+
+def test_gspo_rollout_correction_and_noise_tolerant_refill(tiny_checkpoint, tmp_path):
+  ckpt = tiny_checkpoint("llama")
+  c = toy_task.toy_config(tmp_path, steps=2, lr=1e-2)
+  presets.gspo(c, num_minibatches=2)
+  presets.reinforce_pp_baseline(c)
+  c.loss.update(dict(rollout_correction="tis", rollout_correction_cap=2.0))
+  c.dapo.update(dict(dynamic_sampling=True, max_sampling_rounds=4, std_tolerance=1e-6))
+  c.update_loop.micro_batch_size = 4
+  history = toy_task.make_trainer(ckpt, tmp_path, c, reward=NoisyConstantReward()).train()
+  for h in history:
+    # The noisy constant groups count as zero-variance: refilled away, and counted.
+    assert h["dapo/kept_informative_frac"] == 1.0 and h["zero_variance_frac"] >= 0.25
+    # Sampler and trainer share weights and float32: weights ~1, none past the cap.
+    assert abs(h["rollout_is/weight_mean"] - 1.0) < 1e-3 and h["rollout_is/capped_frac"] == 0.0
+    assert np.isfinite(h["loss"]) and h["nonfinite/skipped"] == 0
 
 
 def test_select_groups_refills_to_requested_size():
@@ -156,9 +184,10 @@ class RecordingReward(toy_task.TargetShareReward):
 
 
 def test_overlong_prompts_are_dropped_from_the_data_not_truncated(tiny_checkpoint, tmp_path, capsys):
-  # TruthRL (note 004 §4.2): VeRL filters prompts over the limit out of the data. Here half the
-  # prompts have 12 words (13 tokens with BOS) over an 8-token limit; 4 steps × 4 prompts draw from
-  # the short ones only, and the sampler sees every prompt whole.
+  # TruthRL (arXiv:2509.25760; its authors' verl config sets filter_overlong_prompts=True): VeRL
+  # filters prompts over the limit out of the data. Here half the prompts have 12 words (13 tokens
+  # with BOS) over an 8-token limit; 4 steps × 4 prompts draw from the short ones only, and the
+  # sampler sees every prompt whole.
   short = toy_task.make_examples(8)
   rng = np.random.default_rng(1)
   long = [Example(question=" ".join(f"w{t}" for t in rng.integers(13, 96, size=12)), id=f"long{i}")

@@ -186,9 +186,9 @@ def test_logprob_temperature_option():
 
 
 def test_arena_update_raw_logits_and_per_micro_batch_token_means(tiny):
-  # ARENA's authors (note 002 §3.6): log-probs of the raw logits while sampling at 0.9, and the loss
-  # of each group of rows its own token mean, the group losses averaged; re-derived here in numpy
-  # from the model's temperature-1 log-probs.
+  # ARENA's authors (their TRL code for arXiv:2505.13258, App. E): log-probs of the raw logits
+  # while sampling at 0.9, and the loss of each group of rows its own token mean, the group losses
+  # averaged; re-derived here in numpy from the model's temperature-1 log-probs.
   model = models.load_pretrained(tiny)
   batch = {k: v for k, v in random_batch(96, seed=4).items() if k != "old_logp"}  # on-policy: μ = 1
   settings = update.settings_from_config(
@@ -249,3 +249,33 @@ def test_bucketed_widths_give_the_exact_update(tiny):
   shared = dataclasses.replace(SETTINGS, rows_per_prompt=rows_per_prompt)
   assert_same_update(update_grads(models.load_pretrained(tiny), trimmed, 2, settings=shared,
                       packed_width=widths), want)
+
+
+def test_gspo_with_rollout_correction_micro_batches_exactly(tiny):
+  # The sequence ratio and the TIS weight read whole rows, and a micro-batch holds whole rows.
+  batch = random_batch(96, seed=3)
+  rng = np.random.default_rng(3)
+  batch["sampler_logp"] = (batch["old_logp"] + rng.normal(scale=0.5, size=(N, L))).astype(np.float32)
+  settings = dataclasses.replace(SETTINGS, loss=dataclasses.replace(
+      SETTINGS.loss, ratio_level="sequence", rollout_correction="tis", rollout_correction_cap=1.5))
+  got = [update_grads(models.load_pretrained(tiny), batch, n, settings=settings) for n in (1, 4)]
+  assert_same_update(*got)
+  metrics = got[0][1]
+  assert 0 < metrics["rollout_is/capped_frac"] < 1
+  plain = update_grads(models.load_pretrained(tiny), batch, 1, settings=dataclasses.replace(
+      settings, loss=dataclasses.replace(settings.loss, rollout_correction="none")))
+  assert abs(float(plain[1]["loss"]) - float(metrics["loss"])) > 1e-4  # the weights changed the loss
+
+
+def test_rollout_correction_needs_the_trainers_old_logprobs():
+  from grounding_jax.rl.config import checks  # pylint: disable=import-outside-toplevel
+  c = _arena_like_config(rollout_correction="tis", logprob_temperature="sampling")
+  assert update.settings_from_config(c).loss.rollout_correction == "tis"  # on-policy: the loss pass's
+  c.update_loop.update(dict(num_minibatches=2, old_logprobs="sampler"))
+  for call in (update.settings_from_config, lambda c: checks.check_config(c, need_model_path=False)):
+    with pytest.raises(ValueError, match=r"loss.rollout_correction='tis'.*old_logprobs='recompute'"):
+      call(c)
+  c.update_loop.old_logprobs = "recompute"
+  c.loss.logprob_temperature = 1.0  # the sampler's log-probs are at 0.9
+  with pytest.raises(ValueError, match="logprob_temperature='sampling'"):
+    update.settings_from_config(c)

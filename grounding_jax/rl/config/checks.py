@@ -69,6 +69,10 @@ def check_config(config: ml_collections.ConfigDict, *, process_count: int = 1,
     _check_model_path(ck)
   _check_mesh(ck)
   _check_rollout(ck, process_count)
+  if ck.get("loss.rollout_correction") not in (MISSING, "none"):
+    problem = rollout_correction_problem(config)
+    if problem:
+      ck.bad("loss.rollout_correction", ck.get("loss.rollout_correction"), problem)
   _check_reward(ck, ck.get("reward.functions"), "reward.functions", check_reward)
   _check_stages(ck, check_reward, check_recipe, read_data)
   if ck.problems:
@@ -139,6 +143,29 @@ def _check_rollout(ck: FieldChecker, process_count: int) -> None:
       ck.bad("dapo.overlong_buffer", buffer,
              f"must be an integer in (0, rollout.max_new_tokens={max_new}] when "
              "dapo.overlong_shaping is on (DAPO Eq. 13's L_cache)")
+
+
+def rollout_correction_problem(c: ml_collections.ConfigDict) -> Optional[str]:
+  """Why loss.rollout_correction cannot run under `c` (a run's or a stage's config), or None.
+
+  The correction weighs the trainer's old log-probs against the sampler's log-probs of the same
+  tokens (every rollout carries the sampler's): the old ones must be the trainer's (recomputed, or
+  the loss pass's own when μ = 1 with one mini-batch), at the sampler's temperature.
+  """
+  loss, u = c.loss, c.update_loop
+  if loss.rollout_correction == "none":
+    return None
+  on_policy = u.num_iterations == 1 and u.num_minibatches == 1
+  if not on_policy and u.old_logprobs == "sampler":
+    return ("the trainer's old log-probs are not available: update_loop.old_logprobs='sampler' "
+            "makes the old log-probs the sampler's own, so every weight would be 1; set "
+            "update_loop.old_logprobs='recompute'")
+  t = loss.logprob_temperature
+  if t != "sampling" and isinstance(t, (int, float)) and float(t) != float(c.rollout.temperature):
+    return (f"the sampler's log-probs are at rollout.temperature={c.rollout.temperature}, the "
+            f"trainer's at loss.logprob_temperature={t}, so their ratio is not the mismatch; set "
+            "loss.logprob_temperature='sampling'")
+  return None
 
 
 def _check_reward(ck: FieldChecker, functions: Any, field: str,

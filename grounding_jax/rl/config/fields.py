@@ -168,8 +168,9 @@ REWARD = (
 )
 
 ADVANTAGE = (
-    Field("advantage.scale", "group", str, "'group' (GRPO) | 'batch' | 'none' (Dr.GRPO)",
-          choices=advantages.SCALES),
+    Field("advantage.scale", "group", str, "'group' (GRPO) | 'batch' (TRL scale_rewards='batch') | "
+          "'batch_tokens' (REINFORCE++-baseline, verl: group-centred, then whitened over the "
+          "batch's loss tokens) | 'none' (Dr.GRPO)", choices=advantages.SCALES),
     Field("advantage.std_ddof", 1, int, "1 = torch std (TRL, VeRL, ARENA); 0 = population (LEAR)",
           choices=(0, 1), why="0 = population std, LEAR; 1 = unbiased, TRL"),
     Field("advantage.std_floor", 0.0, float, "lower bound of the std divisor (LEAR, "
@@ -181,6 +182,10 @@ ADVANTAGE = (
 DAPO = (  # DAPO, arXiv:2503.14476
     Field("dapo.dynamic_sampling", False, bool, "drop zero-variance groups and refill from further "
           "prompts (DAPO §3.2)"),
+    Field("dapo.std_tolerance", 0.0, float, "a group whose rewards' population std is <= this "
+          "counts as zero-variance (advantage 0, dropped by dynamic sampling, in "
+          "zero_variance_frac); 0 = all rewards exactly equal. F1 / ROUGE / judge rewards differ by "
+          "float noise", lo=0, why="0 = exact equality"),
     Field("dapo.max_sampling_rounds", 3, int, "cap on extra rollout rounds per step when refilling",
           lo=0, why="extra rollout rounds per step when refilling"),
     Field("dapo.overlong_shaping", False, bool, "DAPO Eq. 13's soft overlong punishment added to the "
@@ -213,6 +218,15 @@ LOSS = (
           choices=losses.AGGREGATIONS),
     Field("loss.micro_batch_rows", 0, int, "'micro_token_mean' group size (0 = "
           "update_loop.micro_batch_size)", lo=0, why="0 = update_loop.micro_batch_size"),
+    Field("loss.ratio_level", "token", str, "the importance ratio: 'token' (PPO / GRPO) | "
+          "'sequence' (GSPO, arXiv:2507.18071 §4.1: exp of the mean token log-ratio, clipped per "
+          "sequence) | 'sequence_token' (GSPO-token, §4.3)", choices=losses.RATIO_LEVELS),
+    Field("loss.rollout_correction", "none", str, "sampler-trainer mismatch correction of the "
+          "policy-gradient term: 'tis' weighs each token by min(π_old/π_sampler, cap), 'mis' drops "
+          "tokens past the cap; needs the trainer's old log-probs (update_loop.old_logprobs="
+          "'recompute', or μ = 1 with one mini-batch)", choices=losses.ROLLOUT_CORRECTIONS),
+    Field("loss.rollout_correction_cap", 2.0, float, "C of the rollout correction (verl's "
+          "rollout_is_threshold: 2.0)", lo=0, lo_open=True),
     Field("loss.logprob_temperature", "sampling", object, "T of the update's log-probs (trained, "
           "old and reference): 'sampling' = rollout.temperature, or a number (ARENA's code, "
           "arXiv:2505.13258: 1.0 while sampling at 0.9)", check=False),

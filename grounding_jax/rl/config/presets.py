@@ -7,6 +7,10 @@ Algorithm presets change a config in place (and return it), one call instead of 
   dr_grpo(c)   Dr.GRPO: no std normalisation of advantages, sequence sums over a constant length (no
                length normalisation) (Dr.GRPO, arXiv:2503.20783 §3.2)
   rloo(c)      RLOO: leave-one-out baseline, no std normalisation (arXiv:2402.14740)
+  gspo(c)      GSPO: the sequence-level importance ratio clipped per sequence at 3e-4 / 4e-4,
+               sequence-mean loss, four mini-batches per rollout batch (arXiv:2507.18071 §4.1, §5.1)
+  reinforce_pp_baseline(c)  REINFORCE++-baseline: group mean subtracted, then whitened over the
+               batch's tokens, as verl computes it (arXiv:2501.03262)
 
 Config pieces: `runlocal` (the CPU shrink of a recipe config), `reward_fn` (one reward entry),
 `resolve_model_path` ("smollm2" → the offline SmolLM2 folder). A config file is loaded by path
@@ -53,6 +57,33 @@ def rloo(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """REINFORCE leave-one-out: each completion's baseline is the mean reward of the other G − 1, with
   no std normalisation."""
   c.advantage.update(dict(scale="none", leave_one_out=True))
+  return c
+
+
+def gspo(c: ml_collections.ConfigDict, *, token_level_gradient: bool = False,
+         num_minibatches: int | None = 4) -> ml_collections.ConfigDict:
+  """GSPO (Group Sequence Policy Optimization, arXiv:2507.18071): the importance ratio of a
+  completion is its length-normalised sequence likelihood ratio s_i (§4.1), clipped per
+  sequence with the paper's ranges 3e-4 / 4e-4 (§5.1), and the objective is a mean over sequences
+  (Eq. 5: loss.aggregation="seq_mean_token_mean"). §5.1 splits each rollout batch into four
+  mini-batches (`num_minibatches`; None keeps the config's): with one update per rollout batch the
+  ratio is 1 and clipping never acts.
+
+  token_level_gradient=True is GSPO-token (§4.3), the same update when every token of a
+  completion has the completion's advantage, as here.
+  """
+  c.loss.update(dict(ratio_level="sequence_token" if token_level_gradient else "sequence",
+                     clip_eps_low=3e-4, clip_eps_high=4e-4, aggregation="seq_mean_token_mean"))
+  if num_minibatches is not None:
+    c.update_loop.num_minibatches = num_minibatches
+  return c
+
+
+def reinforce_pp_baseline(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """REINFORCE++-baseline (arXiv:2501.03262) as verl's `reinforce_plus_plus_baseline` estimator:
+  each reward minus its group's mean, given to every loss token and whitened over the batch's
+  tokens (advantage.scale="batch_tokens"; verl's eps 1e-8 under the square root)."""
+  c.advantage.update(dict(scale="batch_tokens", leave_one_out=False, std_ddof=1, eps=1e-8))
   return c
 
 

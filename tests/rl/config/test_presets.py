@@ -17,6 +17,13 @@ from grounding_jax.rl import update
     (presets.dr_grpo, {"advantage.scale": "none", "loss.aggregation": "seq_sum_constant"}),
     # RLOO: leave-one-out baseline, unscaled.
     (presets.rloo, {"advantage.scale": "none", "advantage.leave_one_out": True}),
+    # GSPO §4.1 / §5.1: sequence ratio, clip 3e-4 / 4e-4, sequence-mean loss, four mini-batches.
+    (presets.gspo, {"loss.ratio_level": "sequence", "loss.clip_eps_low": 3e-4,
+                    "loss.clip_eps_high": 4e-4, "loss.aggregation": "seq_mean_token_mean",
+                    "update_loop.num_minibatches": 4}),
+    # REINFORCE++-baseline as verl: group-centred, whitened over the batch's tokens.
+    (presets.reinforce_pp_baseline, {"advantage.scale": "batch_tokens", "advantage.eps": 1e-8,
+                                     "advantage.leave_one_out": False}),
 ])
 def test_preset_sets_its_papers_fields(preset, expected):
   c = preset(config_lib.default_config())
@@ -24,6 +31,11 @@ def test_preset_sets_its_papers_fields(preset, expected):
     section, field = path.split(".")
     assert c[section][field] == value, path
   setup.check_config(c, need_model_path=False)  # the preset leaves a runnable config
+
+
+def test_gspo_token_variant():
+  c = presets.gspo(config_lib.default_config(), token_level_gradient=True, num_minibatches=None)
+  assert c.loss.ratio_level == "sequence_token" and c.update_loop.num_minibatches == 1
 
 
 def test_dapo_without_dynamic_sampling_is_graces_variant():
