@@ -20,6 +20,7 @@ from grounding_jax import config_fields
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax.config_fields import Field
+from grounding_jax.data import contrast
 from grounding_jax.data import synthetic
 from grounding_jax.models import lora
 from grounding_jax.models import transformer
@@ -70,6 +71,13 @@ STAGE = (
     Field("data.stratify", "", str, "'answerable': every step's prompts hold both kinds in the data's "
           "proportion (rl/data_stream.py); '' draws them as the shuffle falls",
           choices=data_stream.STRATIFY, optional=True, why="answerable: both kinds in every step"),
+    # Off by default. Why and when: docs/training.md, "Evidence-contrast groups"; the advantage each
+    # option gives abstentions on the step-1 shares is tabled in rl/advantages.py.
+    Field("data.evidence_contrast", "", str, "'gold_removed': each question's G samples split "
+          "over its gold-kept and gold-removed prompts (G/2 each) with one advantage baseline; "
+          "'gold_removed_shuffled' adds a gold-shuffled prompt (G/3 each); '' = off "
+          "(data/contrast.py, rl/collect.py)", choices=tuple(contrast.CONTRASTS), optional=True,
+          why="the evidence conditions of a contrast group"),
     Field("reward", {}, dict, "dict(functions=[...]) replaces config.reward.functions in this stage",
           check=False),
     Field("loss", {}, dict, "loss fields set over config.loss in this stage", check=False),
