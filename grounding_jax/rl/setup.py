@@ -115,14 +115,22 @@ def load_stage_examples(data: ml_collections.ConfigDict) -> list:
 
 
 def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Sequence[Any],
-                     prompt_fn: Callable[[Any], str], tokenizer) -> list:
+                     prompt_fn: Callable[[Any], str], tokenizer,
+                     contrast: Optional[collect.EvidenceContrast] = None) -> list:
   """The stage's examples under rollout.overlong_prompts: all of them ("truncate": the sampler cuts
   long prompts on the left), or those whose prompt fits in rollout.max_prompt_tokens ("drop"; the
-  count dropped is printed)."""
+  count dropped is printed). With evidence-contrast groups an example stays only if every one of
+  its condition prompts fits."""
   r = view.rollout
   if r.overlong_prompts != "drop":
     return list(examples)
-  kept, dropped = rollout_lib.drop_overlong(examples, prompt_fn, tokenizer, r.max_prompt_tokens)
+  if contrast is None:
+    kept, dropped = rollout_lib.drop_overlong(examples, prompt_fn, tokenizer, r.max_prompt_tokens)
+  else:
+    _, over = rollout_lib.drop_overlong(contrast.prompts(examples), prompt_fn, tokenizer,
+                                        r.max_prompt_tokens)
+    gone = {i // len(contrast.conditions) for i in over}
+    kept, dropped = [ex for i, ex in enumerate(examples) if i not in gone], sorted(gone)
   print(f"[data] stage {name!r}: dropped {len(dropped)} of {len(examples)} examples whose prompts "
         f"exceed rollout.max_prompt_tokens={r.max_prompt_tokens} (rollout.overlong_prompts='drop')",
         flush=True)

@@ -132,12 +132,11 @@ class Stage:
     self.pool = reward_pool.RewardPool(self.rewards(run), num_workers=view.reward.num_workers,
                                        timeout_seconds=view.reward.timeout_seconds,
                                        on_error=view.reward.on_error)
-    data = setup.fit_prompt_limit(view, self.name, self.examples(run), self.prompt_fn, run.tokenizer)
     seed = self.spec.data.seed + view.seed
-    questions, contrast = setup.evidence_contrast(self.spec, data, seed)
+    data, contrast = setup.evidence_contrast(self.spec, self.examples(run), seed)
+    data = setup.fit_prompt_limit(view, self.name, data, self.prompt_fn, run.tokenizer, contrast)
     self.stream = data_stream.ExampleStream(
-        questions, seed=seed,
-        shuffle=self.spec.data.shuffle, position=position,
+        data, seed=seed, shuffle=self.spec.data.shuffle, position=position,
         stratify=self.spec.data.get("stratify", ""))
     settings = setup.sampling_settings(view, self.recipe, setup.samples_per_prompt(view, self.spec))
     self.collector = collect.Collector(view, self.recipe, run.tokenizer, run.mesh, run.hosts, self.pool,

@@ -166,6 +166,27 @@ def test_trainer_runs_contrast_groups_and_logs_each_condition(tiny_checkpoint, t
   assert "4 examples labelled unanswerable left out" in capsys.readouterr().out
 
 
+def test_overlong_drop_keeps_a_question_only_when_every_condition_fits(tmp_path, capsys):
+  # q0's own passages are short; the only distractors (q1's) are long, so q0's gold-removed prompt
+  # is over the limit though its gold-kept prompt fits: q0 leaves the data whole.
+  short, long = Passage("w20 w21"), Passage(" ".join(["w30"] * 10))
+  q0 = Example(question="w40 w41", passages=(short, Passage("w22 w23")), answers=("w5",),
+               gold_passage_ids=(1,), answerable=True, id="q0")
+  q1 = Example(question="w42", passages=(long, long), answers=("w6",), answerable=False, id="q1")
+  c = _contrast_config(tmp_path)
+  c.rollout.update(dict(max_prompt_tokens=len(_prompt(q0).split()) + 1, overlong_prompts="drop"))
+  st = c.stages[0]
+  view = setup.stage_config(c, st)
+  questions, contrast = setup.evidence_contrast(st, [q0, q1], seed=0)
+  assert [q.id for q in questions] == ["q0"]
+  tok = toy_task.make_tokenizer()
+  with pytest.raises(ValueError, match="every prompt is longer"):
+    setup.fit_prompt_limit(view, "toy", questions, _prompt, tok, contrast)
+  assert "dropped 1 of 1 examples" in capsys.readouterr().out
+  # Without contrast groups the same question fits.
+  assert setup.fit_prompt_limit(view, "toy", questions, _prompt, tok) == [q0]
+
+
 def test_group_size_must_split_over_the_conditions(tmp_path):
   c = _contrast_config(tmp_path)
   c.stages[0].data.evidence_contrast = "gold_removed_shuffled"
