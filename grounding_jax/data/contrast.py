@@ -70,17 +70,27 @@ def gold_removed(example: Example, pool: Sequence[Passage], *, seed: int = 0) ->
   _require_gold(example)
   own = {p.text for p in example.passages}
   answers = [a.lower() for a in example.answers if a.strip()]
-  usable = [i for i, p in enumerate(pool)
-            if p.text not in own and not any(a in p.text.lower() for a in answers)]
+  usable = lambda p: p.text not in own and not any(a in p.text.lower() for a in answers)
   gold = sorted(set(example.gold_passage_ids))
-  if len(usable) < len(gold):
-    raise ValueError(f"example {example.id!r}: {len(usable)} usable distractors in the pool for "
-                     f"{len(gold)} gold passages; the stage's dataset is too small for "
-                     "data.evidence_contrast")
-  picks = _rng(example, seed, "gold_removed").choice(len(usable), size=len(gold), replace=False)
+  rng = _rng(example, seed, "gold_removed")
+  picks: list[int] = []
+  # Draw at random and skip unusable passages (a pool can hold every passage of a large dataset);
+  # a pool where few are usable falls back to one pass over it.
+  for i in rng.integers(0, max(len(pool), 1), size=64 * len(gold)) if pool else ():
+    if int(i) not in picks and usable(pool[int(i)]):
+      picks.append(int(i))
+      if len(picks) == len(gold):
+        break
+  if len(picks) < len(gold):
+    candidates = [i for i, p in enumerate(pool) if usable(p)]
+    if len(candidates) < len(gold):
+      raise ValueError(f"example {example.id!r}: {len(candidates)} usable distractors in the pool "
+                       f"for {len(gold)} gold passages; the stage's dataset is too small for "
+                       "data.evidence_contrast")
+    picks = [candidates[int(j)] for j in rng.choice(len(candidates), size=len(gold), replace=False)]
   passages = list(example.passages)
   for pid, j in zip(gold, picks):
-    passages[pid - 1] = pool[usable[j]]
+    passages[pid - 1] = pool[j]
   meta = dict(example.meta)
   found = meta.get("answers_found")
   if found is not None and len(found) == len(passages):
