@@ -8,6 +8,12 @@ normalisation). With DAPO dynamic sampling, rounds repeat until enough groups ha
 (or the cap is reached); the update then takes whole groups, informative first. Advantages are
 group-normalised and the loss mask drops padding, truncated completions (DAPO overlong filtering)
 and groups whose rewards failed under on_error="skip".
+
+With evidence-contrast groups (`EvidenceContrast`, a stage's data.evidence_contrast) a group is one
+question under k evidence conditions: k consecutive prompts of G/k completions each, so the G rows
+of a question stay consecutive and every group-wise step (advantages, zero-variance filtering, DAPO
+refill, skipped groups, host shards) works on the question's G rows unchanged; only the sampler
+and the update's shared prompts see k prompts of G/k rows.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from grounding_jax.data import contrast as contrast_lib
 from grounding_jax.recipes import base as recipes_base
 from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
@@ -95,6 +102,50 @@ def answerability_metrics(values: dict, answerable: np.ndarray) -> dict:
   return m
 
 
+def condition_metrics(values: dict, condition: np.ndarray) -> dict:
+  """The reward and its components averaged over the rows of each evidence condition of the
+  contrast groups: `contrast/<condition>/reward/<k>` (`.../mean` for the reward), e.g.
+  `contrast/gold_removed/reward/abstain`, TruthRL's abstention share without the gold passages.
+  `condition` is int [N], an index into data/contrast.CONDITIONS (-1: outside a contrast group,
+  left out).
+  """
+  m = {}
+  for code, name in enumerate(contrast_lib.CONDITIONS):
+    rows = condition == code
+    if rows.any():
+      for k, v in sorted(values.items()):
+        m[f"contrast/{name}/reward/{'mean' if k == 'reward' else k}"] = float(
+            np.mean(np.asarray(v)[rows]))
+  return m
+
+
+@dataclasses.dataclass(frozen=True)
+class EvidenceContrast:
+  """A stage's evidence-contrast groups (data/contrast.py): each question drawn becomes one prompt
+  per condition, in this order, its G samples split evenly over them.
+
+  Attributes:
+    conditions: data/contrast.CONTRASTS[data.evidence_contrast], e.g. ("gold_kept", "gold_removed").
+    pool: the passages gold_removed draws distractors from (the stage's whole dataset).
+    seed: seeds the distractors and shuffles (with each example's id).
+  """
+  conditions: tuple[str, ...]
+  pool: tuple
+  seed: int = 0
+
+  def prompts(self, questions) -> list:
+    """[len(questions) * k] the condition prompts' Examples, question-major."""
+    return [ex for q in questions
+            for ex in contrast_lib.conditions(q, self.conditions, self.pool, seed=self.seed)]
+
+
+def _conditions(rollout: rollout_lib.Rollout) -> np.ndarray:
+  """int [N]: each row's evidence condition, an index into CONDITIONS (-1 outside contrast groups);
+  numbers, so that hosts can gather them."""
+  names = [ex.meta.get(contrast_lib.CONDITION_KEY, "") for ex in rollout.row_examples()]
+  return np.array([contrast_lib.CONDITIONS.index(n) if n else -1 for n in names], np.int32)
+
+
 @dataclasses.dataclass
 class _Round:
   rollout: rollout_lib.Rollout
@@ -113,19 +164,29 @@ class Collector:
     tokenizer, mesh, hosts: the policy's tokenizer, mesh and host plumbing.
     pool: the stage's reward pool.
     prompt_fn: Example -> prompt text.
-    settings: the rollout's sampling settings.
+    settings: the rollout's sampling settings (group_size G/k with k evidence conditions).
+    contrast: the stage's evidence-contrast groups, or None (a group is one prompt's G samples).
   """
 
   def __init__(self, view: ml_collections.ConfigDict, recipe: recipes_base.Recipe, tokenizer, mesh,
                hosts: host_batch.HostBatches, pool: reward_pool.RewardPool,
-               prompt_fn: Callable[[Any], str], settings: rollout_lib.SamplingSettings):
+               prompt_fn: Callable[[Any], str], settings: rollout_lib.SamplingSettings,
+               contrast: EvidenceContrast | None = None):
     self.c, self.recipe, self.tokenizer, self.mesh, self.hosts = view, recipe, tokenizer, mesh, hosts
     self.pool, self.prompt_fn, self.settings = pool, prompt_fn, settings
     self.options = view.rollout.options.to_dict()
+    self.contrast = contrast
+    k = len(contrast.conditions) if contrast else 1
+    if settings.group_size * k != view.rollout.group_size:
+      raise ValueError(f"{k} evidence condition(s) × {settings.group_size} samples per prompt != "
+                       f"rollout.group_size={view.rollout.group_size}")
+    self.prompts_per_group = k  # consecutive prompts whose rows form one advantage group
 
   def _round(self, key, stream: data_stream.ExampleStream, policy) -> tuple[_Round, float, float]:
     c = self.c
     examples = stream.take(c.rollout.prompts_per_step)
+    if self.contrast is not None:
+      examples = self.contrast.prompts(examples)
     t0 = time.perf_counter()
     rr = self.recipe.rollout(policy, self.tokenizer, examples, self.prompt_fn, self.settings,
                              seed=key, mesh=self.mesh, options=self.options)
@@ -144,7 +205,7 @@ class Collector:
       print(f"[reward] {e}", flush=True)
     g = c.rollout.group_size
     usable = ~scored.failed.reshape(-1, g).any(axis=1) if c.reward.on_error == "skip" else \
-        np.ones(len(examples), bool)
+        np.ones(len(examples) // self.prompts_per_group, bool)
     return (_Round(ro, values, usable, scored.failed, scored.nonfinite), t1 - t0,
             time.perf_counter() - t1)
 
@@ -173,7 +234,7 @@ class Collector:
     rewards = np.concatenate([r.values["reward"] for r in rounds])
     informative = ~adv_lib.zero_variance_groups(rewards, g, c.dapo.std_tolerance)
     groups = select_groups(usable, informative, want) if c.dapo.dynamic_sampling else np.arange(want)
-    batch_ro = rollout_lib.take_groups(merged, groups)
+    batch_ro = rollout_lib.take_groups(merged, rollout_lib.group_rows(groups, self.prompts_per_group))
     loss_mask = batch_ro.completion_mask.copy()
     if c.dapo.mask_truncated:  # DAPO overlong filtering
       loss_mask &= ~batch_ro.truncated[:, None]
@@ -191,7 +252,7 @@ class Collector:
     return GroupBatch(batch_ro, advantages.astype(np.float32), loss_mask, metrics, t_sample, t_reward)
 
   def _round_metrics(self, rnd: _Round) -> dict:
-    g = rnd.rollout.group_size
+    g = self.c.rollout.group_size  # an advantage group's rows (a contrast group's, when on)
     # Every host's rows (groups stay whole), so logged means/stds/extremes are the global ones.
     values = {k: self.hosts.gather(rnd.values[k]) for k in sorted(rnd.values)}
     failed, nonfinite, lengths, truncated = (self.hosts.gather(x) for x in (
@@ -201,6 +262,8 @@ class Collector:
       m["reward/mean" if k == "reward" else f"reward/{k}"] = float(np.mean(v))
     m["reward/std"] = float(np.std(values["reward"]))
     m.update(answerability_metrics(values, self.hosts.gather(_answerable_labels(rnd.rollout))))
+    if self.contrast is not None:
+      m.update(condition_metrics(values, self.hosts.gather(_conditions(rnd.rollout))))
     m["reward/failed_frac"] = float(np.mean(failed))  # raised, timed out or not finite
     m["reward/nonfinite_frac"] = float(np.mean(nonfinite))  # of them, NaN or inf
     m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(

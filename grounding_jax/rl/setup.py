@@ -17,10 +17,12 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import parallel
 from grounding_jax import recipes
+from grounding_jax.data import contrast
 from grounding_jax.data import splits
 from grounding_jax.eval import from_config
 from grounding_jax.models import lora
 from grounding_jax.rl.config import checks as config_checks
+from grounding_jax.rl import collect
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
@@ -49,7 +51,7 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
   problems = []
   for i, st in enumerate(c.stages):  # what the update builds from each stage's view
     try:
-      update_lib.settings_from_config(stage_config(c, st))
+      update_lib.settings_from_config(stage_config(c, st), samples_per_prompt(c, st))
     except ValueError as e:
       problems.append(f"config.stages[{i}] ({st.name}): {e}")
   if problems:
@@ -114,14 +116,22 @@ def load_stage_examples(data: ml_collections.ConfigDict) -> list:
 
 
 def fit_prompt_limit(view: ml_collections.ConfigDict, name: str, examples: Sequence[Any],
-                     prompt_fn: Callable[[Any], str], tokenizer) -> list:
+                     prompt_fn: Callable[[Any], str], tokenizer,
+                     contrast: Optional[collect.EvidenceContrast] = None) -> list:
   """The stage's examples under rollout.overlong_prompts: all of them ("truncate": the sampler cuts
   long prompts on the left), or those whose prompt fits in rollout.max_prompt_tokens ("drop"; the
-  count dropped is printed)."""
+  count dropped is printed). With evidence-contrast groups an example stays only if every one of
+  its condition prompts fits."""
   r = view.rollout
   if r.overlong_prompts != "drop":
     return list(examples)
-  kept, dropped = rollout_lib.drop_overlong(examples, prompt_fn, tokenizer, r.max_prompt_tokens)
+  if contrast is None:
+    kept, dropped = rollout_lib.drop_overlong(examples, prompt_fn, tokenizer, r.max_prompt_tokens)
+  else:
+    _, over = rollout_lib.drop_overlong(contrast.prompts(examples), prompt_fn, tokenizer,
+                                        r.max_prompt_tokens)
+    gone = {i // len(contrast.conditions) for i in over}
+    kept, dropped = [ex for i, ex in enumerate(examples) if i not in gone], sorted(gone)
   print(f"[data] stage {name!r}: dropped {len(dropped)} of {len(examples)} examples whose prompts "
         f"exceed rollout.max_prompt_tokens={r.max_prompt_tokens} (rollout.overlong_prompts='drop')",
         flush=True)
@@ -137,13 +147,45 @@ def prompt_fn(recipe: recipes.Recipe, tokenizer, enable_thinking: Optional[bool]
   return lambda ex: recipe.render_prompt(ex, tokenizer, enable_thinking=enable_thinking)
 
 
-def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe
-                      ) -> rollout_lib.SamplingSettings:
-  """The rollout's sampling settings; the sampler stops at the recipe's stop strings and the config's."""
+def evidence_conditions(st: ml_collections.ConfigDict) -> tuple[str, ...]:
+  """The evidence conditions of stage `st`'s contrast groups (data.evidence_contrast); () = off."""
+  return contrast.CONTRASTS[st.data.get("evidence_contrast", "")]
+
+
+def samples_per_prompt(view: ml_collections.ConfigDict, st: ml_collections.ConfigDict) -> int:
+  """Completions sampled per prompt: G, or G/k with k evidence conditions (each question's G
+  samples split over its k condition prompts)."""
+  k = len(evidence_conditions(st)) or 1
+  if view.rollout.group_size % k:
+    raise ValueError(f"data.evidence_contrast={st.data.evidence_contrast!r} splits a group over {k} "
+                     f"prompts, but rollout.group_size={view.rollout.group_size} is not a multiple "
+                     f"of {k}")
+  return view.rollout.group_size // k
+
+
+def evidence_contrast(st: ml_collections.ConfigDict, examples: Sequence[Any], seed: int
+                      ) -> tuple[list, Optional[collect.EvidenceContrast]]:
+  """(the examples the stage's stream draws, its evidence-contrast groups or None). With
+  data.evidence_contrast on, the stream draws the questions with gold passages (examples labelled
+  answerable=False are left out, their count printed: each question's gold_removed prompt plays
+  their part), and the distractors come from every passage of the stage's data."""
+  names = evidence_conditions(st)
+  if not names:
+    return list(examples), None
+  questions, dropped = contrast.contrast_questions(examples)
+  print(f"[data] stage {st.name!r}: evidence-contrast groups {names}; {len(questions)} questions, "
+        f"{dropped} examples labelled unanswerable left out", flush=True)
+  return questions, collect.EvidenceContrast(names, contrast.distractor_pool(examples), seed)
+
+
+def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe,
+                      group_size: Optional[int] = None) -> rollout_lib.SamplingSettings:
+  """The rollout's sampling settings; the sampler stops at the recipe's stop strings and the config's.
+  `group_size`: completions per prompt (samples_per_prompt), default rollout.group_size."""
   r = view.rollout
   stop = tuple(recipe.stop) + tuple(s for s in r.stop if s not in recipe.stop)
   return rollout_lib.SamplingSettings(
-      group_size=r.group_size, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+      group_size=group_size or r.group_size, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
       top_p=r.top_p, top_k=r.top_k, stop=stop, max_prompt_tokens=r.max_prompt_tokens)
 
 

@@ -90,8 +90,8 @@ class Stage:
     recipe = recipes.get_recipe(spec.recipe)
     optimizer, key = setup.optimizer(view, spec.num_steps)
     prompt_fn = run.prompt_fn or setup.prompt_fn(recipe, run.tokenizer, view.rollout.enable_thinking)
-    return cls(index, spec, view, recipe, optimizer, key, update_lib.settings_from_config(view),
-               prompt_fn)
+    settings = update_lib.settings_from_config(view, setup.samples_per_prompt(view, spec))
+    return cls(index, spec, view, recipe, optimizer, key, settings, prompt_fn)
 
   @property
   def name(self) -> str:
@@ -132,12 +132,15 @@ class Stage:
     self.pool = reward_pool.RewardPool(self.rewards(run), num_workers=view.reward.num_workers,
                                        timeout_seconds=view.reward.timeout_seconds,
                                        on_error=view.reward.on_error)
-    data = setup.fit_prompt_limit(view, self.name, self.examples(run), self.prompt_fn, run.tokenizer)
+    seed = self.spec.data.seed + view.seed
+    data, contrast = setup.evidence_contrast(self.spec, self.examples(run), seed)
+    data = setup.fit_prompt_limit(view, self.name, data, self.prompt_fn, run.tokenizer, contrast)
     self.stream = data_stream.ExampleStream(
-        data, seed=self.spec.data.seed + view.seed, shuffle=self.spec.data.shuffle, position=position,
+        data, seed=seed, shuffle=self.spec.data.shuffle, position=position,
         stratify=self.spec.data.get("stratify", ""))
+    settings = setup.sampling_settings(view, self.recipe, setup.samples_per_prompt(view, self.spec))
     self.collector = collect.Collector(view, self.recipe, run.tokenizer, run.mesh, run.hosts, self.pool,
-                                       self.prompt_fn, setup.sampling_settings(view, self.recipe))
+                                       self.prompt_fn, settings, contrast)
     self.updater = step_lib.Updater(view, self.settings, train_step, logprob_fn, run.hosts, run.perf)
     if view.update_loop.compile_ahead == "all":
       self.updater.add_pending(self.compile_ahead(run, params, rest, data))

@@ -79,9 +79,11 @@ def logprob_temperature(c) -> float:
   return float(value)
 
 
-def settings_from_config(c) -> UpdateSettings:
+def settings_from_config(c, samples_per_prompt: int | None = None) -> UpdateSettings:
   """The update's static settings from a trainer config (rl/config/fields.py): loss, log-prob temperature,
-  log-prob kernel, the on-policy shortcut, and prompt sharing when micro-batches hold whole groups."""
+  log-prob kernel, the on-policy shortcut, and prompt sharing when micro-batches hold whole groups.
+  `samples_per_prompt`: rows per prompt, default rollout.group_size (G/k with evidence-contrast
+  groups of k conditions, setup.samples_per_prompt)."""
   u = c.update_loop
   rows = c.loss.micro_batch_rows or u.micro_batch_size
   if c.loss.aggregation == "micro_token_mean" and (rows <= 0 or u.micro_batch_size % rows):
@@ -100,7 +102,7 @@ def settings_from_config(c) -> UpdateSettings:
   if problem:
     raise checks.ConfigError(
         [f"config.loss.rollout_correction={c.loss.rollout_correction!r}: {problem}"])
-  g = c.rollout.group_size
+  g = samples_per_prompt or c.rollout.group_size
   shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
   return UpdateSettings(loss=loss_cfg, temperature=logprob_temperature(c),
                         chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,

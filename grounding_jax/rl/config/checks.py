@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Optional
 import ml_collections
 
 from grounding_jax import config_fields
+from grounding_jax.data import contrast
 from grounding_jax.config_fields import MISSING, ConfigError, FieldChecker
 from grounding_jax.data import jsonl
 from grounding_jax.data.schema import DataError
@@ -255,6 +256,18 @@ def _check_stages(ck: FieldChecker, check_reward, check_recipe, read_data: bool)
         ck.bad(p + "recipe", recipe, _message(e))
     if data is not MISSING and read_data and ck.get("kind", data) == "jsonl":
       _check_data_file(ck, data, p + "data.")
+    if data is not MISSING:
+      _check_contrast(ck, data, p + "data.")
+
+
+def _check_contrast(ck: FieldChecker, data, p: str) -> None:
+  """Evidence-contrast groups split each question's G samples evenly over its conditions."""
+  names = contrast.CONTRASTS.get(ck.get("evidence_contrast", data))
+  group = _valid(ck, "rollout.group_size", 2)
+  if names and group and group % len(names):
+    ck.bad(p + "evidence_contrast", ck.get("evidence_contrast", data),
+           f"splits each question's rollout.group_size={group} samples over {len(names)} evidence "
+           f"conditions {names}: use a group_size that is a multiple of {len(names)}")
 
 
 def _check_data_file(ck: FieldChecker, data, p: str) -> None:

@@ -20,6 +20,7 @@ from grounding_jax import config_fields
 from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax.config_fields import Field
+from grounding_jax.data import contrast
 from grounding_jax.data import synthetic
 from grounding_jax.models import attention
 from grounding_jax.models import lora
@@ -71,6 +72,24 @@ STAGE = (
     Field("data.stratify", "", str, "'answerable': every step's prompts hold both kinds in the data's "
           "proportion (rl/data_stream.py); '' draws them as the shuffle falls",
           choices=data_stream.STRATIFY, optional=True, why="answerable: both kinds in every step"),
+    # Evidence-contrast groups (docs/training.md): one question's G samples under gold-kept and
+    # gold-removed evidence share one advantage baseline. On the shares of a demo world's step 1
+    # (TruthRL ternary +1 / 0 / −1; unanswerable 70 % abstain, 30 % wrong; answerable 47 % right,
+    # 30 % wrong, 23 % abstain; population std), A = an abstention's advantage and "pull" the
+    # group's mean push on a shared abstain logit (+ = towards abstaining everywhere):
+    #   option                        A unans   A ans    pull unans   pull ans   ratio
+    #   advantage.scale="group"        +0.65    −0.20      +0.46      −0.045     10.1
+    #   advantage.scale="batch"        +0.41    −0.23      +0.29      −0.054      5.4
+    #   advantage.scale="none"         +0.30    −0.17      +0.21      −0.039      5.4
+    #   evidence_contrast, "group"     +0.09    +0.09      +0.29      −0.054      5.4
+    # Per-group std doubles the unanswerable side's pull; the other options keep the objective's
+    # own 5.4 : 1 (an evidence-blind policy does better abstaining), so the choice still drifts
+    # unless the evidence-conditioned part learns faster (tests/rl/test_evidence_contrast.py).
+    Field("data.evidence_contrast", "", str, "'gold_removed': each question's G samples split "
+          "over its gold-kept and gold-removed prompts (G/2 each) with one advantage baseline; "
+          "'gold_removed_shuffled' adds a gold-shuffled prompt (G/3 each); '' = off "
+          "(data/contrast.py, rl/collect.py)", choices=tuple(contrast.CONTRASTS), optional=True,
+          why="the evidence conditions of a contrast group"),
     Field("reward", {}, dict, "dict(functions=[...]) replaces config.reward.functions in this stage",
           check=False),
     Field("loss", {}, dict, "loss fields set over config.loss in this stage", check=False),

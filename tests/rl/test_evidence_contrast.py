@@ -1,0 +1,194 @@
+"""Evidence-contrast groups: what the advantages give a shared answer-or-abstain choice, a toy
+two-armed policy trained with the project's advantage function, the collector's contrast groups
+against a numpy re-derivation, and a tiny-model run that logs the per-condition metrics."""
+
+import jax
+import numpy as np
+import pytest
+
+import toy_task
+from grounding_jax import models
+from grounding_jax.data import contrast as contrast_lib
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.rl import advantages as adv_lib
+from grounding_jax.rl import collect
+from grounding_jax.rl import config as config_lib
+from grounding_jax.rl import data_stream
+from grounding_jax.rl import host_batch
+from grounding_jax.rl import reward_pool
+from grounding_jax.rl import setup
+from grounding_jax.rl import trainer
+
+# TruthRL's ternary reward (arXiv:2509.25760 §3.2): +1 right, 0 abstain, −1 wrong.
+RIGHT, ABSTAIN, WRONG = 1.0, 0.0, -1.0
+
+
+def _pull(advantages, abstained):
+  """Σ_i A_i ∂log π(a_i)/∂s / N for a shared abstain logit s, π(abstain) = the group's share."""
+  return float(np.mean(advantages * (abstained - abstained.mean())))
+
+
+def test_issue_step1_shares_per_group_std_doubles_the_unanswerable_pull():
+  # The issue's step-1 groups as exact shares of 100 rows: unanswerable 70 % abstain / 30 % wrong,
+  # answerable 47 % right / 30 % wrong / 23 % abstain (docs/training.md's table).
+  un = np.r_[np.full(70, ABSTAIN), np.full(30, WRONG)]
+  an = np.r_[np.full(47, RIGHT), np.full(30, WRONG), np.full(23, ABSTAIN)]
+  rewards, n = np.r_[an, un], 100
+
+  def sides(group, **kw):
+    a = adv_lib.group_advantages(rewards, group, std_ddof=0, eps=0.0, **kw)
+    return a[:n], a[n:]
+
+  a_an, a_un = sides(n, scale="group")  # today: one group per prompt
+  np.testing.assert_allclose([a_un[0], a_an[-1]], [0.655, -0.197], atol=1e-3)  # the issue's ±
+  c_an, c_un = sides(2 * n, scale="group")  # one contrast group: the same question, gold removed
+  np.testing.assert_allclose([c_un[0], c_an[-1]], [0.089, 0.089], atol=1e-3)
+  ratio = lambda a, u: _pull(u, un == ABSTAIN) / -_pull(a, an == ABSTAIN)
+  none_an, none_un = sides(n, scale="none")
+  # The objective's own ratio (unnormalised): E[r | answer] is +0.22 with the gold, −1 without it.
+  np.testing.assert_allclose(ratio(none_an, none_un), 0.21 / 0.039, rtol=0.01)
+  np.testing.assert_allclose(ratio(a_an, a_un), 10.1, atol=0.05)
+  np.testing.assert_allclose(ratio(c_an, c_un), ratio(none_an, none_un), rtol=1e-6)
+
+
+def train_two_armed(mode, *, seed, steps=300, lr=0.5, feature=0.2, group=8, precision=0.61):
+  """A two-parameter policy on answerable and gold-removed copies of one question; returns the
+  final (abstention on the answerable copy, on the unanswerable copy).
+
+  π(abstain | x) = σ(s + feature·w·x), x = −1 with the gold passage, +1 without: s is shared by
+  both copies, w is the small evidence-conditioned term. Answering is right with probability
+  `precision` with the gold passage and always wrong without it. It starts at the issue's step 1
+  (abstention 0.23 answerable, 0.70 unanswerable). Each step samples 2·group rows: one group per
+  copy ("group", today), or two contrast groups of group/2 + group/2 ("contrast"); advantages are
+  the project's (scale="group"), and a plain policy-gradient step follows.
+  """
+  rng = np.random.default_rng(seed)
+  s, w = -0.18, 1.03 / feature
+  if mode == "group":
+    x = np.r_[np.full(group, -1.0), np.full(group, 1.0)]
+  else:
+    x = np.tile(np.r_[np.full(group // 2, -1.0), np.full(group // 2, 1.0)], 2)
+  for _ in range(steps):
+    p = 1 / (1 + np.exp(-(s + feature * w * x)))
+    abstain = rng.random(x.size) < p
+    right = (x < 0) & (rng.random(x.size) < precision)
+    r = np.where(abstain, ABSTAIN, np.where(right, RIGHT, WRONG))
+    g = adv_lib.group_advantages(r, group) * (abstain - p)  # A · ∂log π/∂logit
+    s, w = s + lr * g.mean(), w + lr * (g * feature * x).mean()
+  sig = lambda z: 1 / (1 + np.exp(-z))
+  return sig(s - feature * w), sig(s + feature * w)
+
+
+def test_toy_two_armed_contrast_groups_drift_less_towards_abstaining():
+  # Measured over seeds 0-31 (4 sets of 8, mean of each): per-group std ends at 0.50-0.57
+  # abstention on the answerable copy (from 0.23), contrast groups at 0.36-0.41 (seeds 0-7: 0.50 and
+  # 0.36); both at 0.93-0.97 on the unanswerable copy. Contrast groups cut the drift by about 40 %
+  # here; they do not remove it (docs/training.md).
+  per_group = np.mean([train_two_armed("group", seed=s) for s in range(8)], axis=0)
+  contrasted = np.mean([train_two_armed("contrast", seed=s) for s in range(8)], axis=0)
+  assert per_group[0] > 0.42, per_group
+  assert contrasted[0] < 0.45 and contrasted[0] < per_group[0] - 0.08, (contrasted, per_group)
+  assert per_group[1] > 0.85 and contrasted[1] > 0.85
+
+
+class AnswerableShareReward(toy_task.TargetShareReward):
+  """The target-word share with the gold passage, one minus it without (picklable)."""
+
+  def __call__(self, completions, examples, **extra):
+    share = super().__call__(completions, examples)["reward"]
+    ans = np.array([ex.answerable is not False for ex in examples], np.float64)
+    return {"reward": np.where(ans == 1, share, 1 - share), "answered": ans}
+
+
+def _toy_examples(n, seed=0):
+  """Toy-vocabulary questions with 3 passages, passage 2 the gold; every third unanswerable."""
+  rng = np.random.default_rng(seed)
+  words = lambda k: " ".join(f"w{t}" for t in rng.integers(13, toy_task.VOCAB, size=k))
+  return [Example(question=words(3), passages=tuple(Passage(words(2)) for _ in range(3)),
+                  answers=(f"w{i % 10 + 3}",), gold_passage_ids=() if i % 3 == 2 else (2,),
+                  answerable=i % 3 != 2, id=f"toy{i}") for i in range(n)]
+
+
+def _prompt(ex):
+  return " ".join([ex.question] + [p.text for p in ex.passages])
+
+
+def _contrast_config(tmp_path, steps=2):
+  c = toy_task.toy_config(tmp_path, steps=steps, prompts=2, group=4)
+  c.stages = [config_lib.stage("toy", num_steps=steps, data=dict(evidence_contrast="gold_removed"))]
+  c.checkpoint.every_steps = 1000
+  return c
+
+
+def test_collector_contrast_groups_share_one_baseline(tiny_checkpoint, tmp_path):
+  c = _contrast_config(tmp_path)
+  c.advantage.scale = "group"
+  st = c.stages[0]
+  view = setup.stage_config(c, st)
+  data = _toy_examples(12)
+  questions, contrast = setup.evidence_contrast(st, data, seed=5)
+  assert len(questions) == 8 and contrast.conditions == ("gold_kept", "gold_removed")
+  recipe = setup.recipes.get_recipe("naive")
+  pool = reward_pool.RewardPool([("toy", 1.0, AnswerableShareReward())], num_workers=0)
+  settings = setup.sampling_settings(view, recipe, setup.samples_per_prompt(view, st))
+  assert settings.group_size == 2
+  collector = collect.Collector(view, recipe, toy_task.make_tokenizer(), None,
+                                host_batch.HostBatches(None), pool, _prompt, settings, contrast)
+  model = models.load_pretrained(tiny_checkpoint("llama"))
+  batch = collector.collect(jax.random.key(0), data_stream.ExampleStream(questions, seed=0), model)
+  ro = batch.rollout
+  # 2 questions × (gold kept, gold removed) prompts × 2 samples, question-major.
+  assert [ex.meta[contrast_lib.CONDITION_KEY] for ex in ro.examples] == ["gold_kept", "gold_removed"] * 2
+  assert ro.examples[0].question == ro.examples[1].question and ro.examples[1].answerable is False
+  rewards = AnswerableShareReward()(ro.texts, ro.row_examples())["reward"].reshape(2, 4)
+  mean, std = rewards.mean(1, keepdims=True), rewards.std(1, ddof=1, keepdims=True)
+  want = np.where(std > 0, (rewards - mean) / (std + 1e-4), 0.0).reshape(-1)
+  np.testing.assert_allclose(batch.advantages, want, rtol=1e-5, atol=1e-6)
+  rows = rewards.reshape(2, 2, 2)  # [question, condition, sample]
+  np.testing.assert_allclose(batch.metrics["contrast/gold_kept/reward/mean"], rows[:, 0].mean())
+  np.testing.assert_allclose(batch.metrics["contrast/gold_removed/reward/mean"], rows[:, 1].mean())
+  assert batch.metrics["contrast/gold_removed/reward/answered"] == 0.0
+
+
+def test_trainer_runs_contrast_groups_and_logs_each_condition(tiny_checkpoint, tmp_path, capsys):
+  c = _contrast_config(tmp_path)
+  data = _toy_examples(12)
+  history = trainer.Trainer(c, model=models.load_pretrained(tiny_checkpoint("llama")),
+                            tokenizer=toy_task.make_tokenizer(),
+                            reward_functions=[("toy", 1.0, AnswerableShareReward())],
+                            datasets={"toy": data}, prompt_fn=_prompt).train()
+  assert len(history) == 2
+  for h in history:
+    for cond in ("gold_kept", "gold_removed"):
+      assert np.isfinite(h[f"contrast/{cond}/reward/mean"])
+    assert h["contrast/gold_kept/reward/answered"] == 1.0
+    assert h["answerable_frac"] == 0.5  # half of every step's rows are gold-removed
+  assert "4 examples labelled unanswerable left out" in capsys.readouterr().out
+
+
+def test_overlong_drop_keeps_a_question_only_when_every_condition_fits(tmp_path, capsys):
+  # q0's own passages are short; the only distractors (q1's) are long, so q0's gold-removed prompt
+  # is over the limit though its gold-kept prompt fits: q0 leaves the data whole.
+  short, long = Passage("w20 w21"), Passage(" ".join(["w30"] * 10))
+  q0 = Example(question="w40 w41", passages=(short, Passage("w22 w23")), answers=("w5",),
+               gold_passage_ids=(1,), answerable=True, id="q0")
+  q1 = Example(question="w42", passages=(long, long), answers=("w6",), answerable=False, id="q1")
+  c = _contrast_config(tmp_path)
+  c.rollout.update(dict(max_prompt_tokens=len(_prompt(q0).split()) + 1, overlong_prompts="drop"))
+  st = c.stages[0]
+  view = setup.stage_config(c, st)
+  questions, contrast = setup.evidence_contrast(st, [q0, q1], seed=0)
+  assert [q.id for q in questions] == ["q0"]
+  tok = toy_task.make_tokenizer()
+  with pytest.raises(ValueError, match="every prompt is longer"):
+    setup.fit_prompt_limit(view, "toy", questions, _prompt, tok, contrast)
+  assert "dropped 1 of 1 examples" in capsys.readouterr().out
+  # Without contrast groups the same question fits.
+  assert setup.fit_prompt_limit(view, "toy", questions, _prompt, tok) == [q0]
+
+
+def test_group_size_must_split_over_the_conditions(tmp_path):
+  c = _contrast_config(tmp_path)
+  c.stages[0].data.evidence_contrast = "gold_removed_shuffled"
+  with pytest.raises(ValueError, match="evidence_contrast.*multiple of 3"):
+    trainer.Trainer(c, model=object(), tokenizer=object())
