@@ -289,6 +289,14 @@ HEALTH = (
           **_NO_BOUND),
     Field("health.param_norm_ratio_max", 2.0, float, "‖θ‖ / ‖θ at the stage's start‖: a runaway "
           "learning rate", lo=0, lo_open=True, none_ok=True, why="None = no bound"),
+    # The corner alarm (off by default): needs answerability labels and a recipe whose reward marks
+    # abstention (Recipe.abstention_component); warns once per run.
+    Field("health.abstain_answerable_max", None, float, "share of sampled completions on answerable "
+          "prompts that abstain (health/abstain_answerable): above it, the refuse-everything corner",
+          lo=0, hi=1, none_ok=True, why="a share in [0, 1]; None = no alarm"),
+    Field("health.abstain_unanswerable_min", None, float, "share on unanswerable prompts that "
+          "abstain (health/abstain_unanswerable): below it, the answer-everything corner", lo=0,
+          hi=1, none_ok=True, why="a share in [0, 1]; None = no alarm"),
 )
 
 # Held-out evaluation (grounding_jax.eval.harness): run by launch/evaluate.py, and by the trainer
