@@ -344,9 +344,10 @@ CHECKPOINT = (
     Field("checkpoint.max_to_keep", 3, int, "checkpoints kept; None = all", lo=1, none_ok=True,
           why="None keeps every checkpoint"),
     Field("checkpoint.resume", True, bool, "resume from the workdir's latest checkpoint"),
-    Field("checkpoint.best_metric", "", str, "e.g. 'eval/f1': also keep the best-scoring step in "
-          "<workdir>/checkpoints_best (needs evals.every_steps > 0; checked by rl/validate.py)",
-          check=False),
+    Field("checkpoint.best_metric", "", str, "e.g. 'eval/f1', or 'eval/balanced_accuracy' (any "
+          "recipe: accuracy on answerable and abstention on unanswerable items, averaged): also keep "
+          "the best-scoring step in <workdir>/checkpoints_best (needs evals.every_steps > 0; checked "
+          "by rl/validate.py)", check=False),
     Field("checkpoint.best_mode", "max", str, "whether the best metric is the largest or smallest",
           choices=("max", "min"), check=False),
     Field("logging.console", True, bool, "a tqdm bar on the console"),
