@@ -360,10 +360,3 @@ def test_the_trainer_logs_the_abstention_of_the_stage_recipe_on_each_side(tiny_c
   for line, (step, text, corner) in zip(lines, sorted(expected, key=lambda e: e[0])):  # log order
     assert line.startswith(f"step {step}: abstention {text}") and f"the {corner} corner" in line
 
-
-def test_the_curves_draw_the_abstention_of_both_sides():
-  from grounding_jax.eval import curves  # pylint: disable=g-import-not-at-top
-  keys = {"reward/mean", "health/abstain_answerable", "health/abstain_unanswerable"}
-  panels = dict(curves._panels(keys))  # pylint: disable=protected-access
-  assert panels["abstention (the corner alarm)"] == sorted(keys - {"reward/mean"})
-  assert "abstention (the corner alarm)" not in dict(curves._panels({"reward/mean"}))  # pylint: disable=protected-access
