@@ -4,6 +4,8 @@
                on the mesh) and its answers are scored: the recipe's table from per-example scores,
                the run's reward, accuracy on answerable / abstention on unanswerable items
   bootstrap    paired-bootstrap intervals of one model's difference to another on the same questions
+  selective    selective prediction: coverage, accuracy among answered items, the risk–coverage
+               curve and AURC, balanced accuracy (every evaluation row has them)
   report       predictions.jsonl, metrics.json and report.md (the paper's table, one row per model)
   curves       a training run's curves (reward, KL, entropy, lengths, eval metrics) to a PNG
   paper_eval   evaluate(recipe, completions, examples, judge=..., nli=...) -> the paper's numbers

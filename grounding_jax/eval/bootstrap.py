@@ -61,6 +61,28 @@ def _num_rows(x: PerExample) -> int:
   return len(np.asarray(x))
 
 
+def _resampled_rows(a: PerExample, b: PerExample, rows_per_question: int, n_resamples: int,
+                    seed: int, confidence: float) -> np.ndarray:
+  """int64 [n_resamples, N]: the rows of each resample (a question's k rows drawn together)."""
+  n_rows, k = _num_rows(a), int(rows_per_question)
+  if _num_rows(b) != n_rows:
+    raise ValueError(f"the models have {n_rows} and {_num_rows(b)} rows; pair them on the same ones.")
+  if k < 1 or n_rows % k:
+    raise ValueError(f"{n_rows} rows do not split into questions of rows_per_question={k}.")
+  if not 0 < confidence < 1:
+    raise ValueError(f"confidence={confidence} must be in (0, 1).")
+  questions = resample_indices(n_rows // k, n_resamples, seed)
+  return (questions[:, :, None] * k + np.arange(k)).reshape(n_resamples, -1)  # [R, N]
+
+
+def _interval(full: float, diffs: np.ndarray, confidence: float, n_resamples: int) -> Interval:
+  tail = 100.0 * (1.0 - confidence) / 2
+  if np.isnan(diffs).all():  # the statistic is undefined on every resample (e.g. an empty subset)
+    return Interval(full, float("nan"), float("nan"), confidence, n_resamples)
+  low, high = np.nanpercentile(diffs, [tail, 100.0 - tail])
+  return Interval(full, float(low), float(high), confidence, n_resamples)
+
+
 def paired_bootstrap(a: PerExample, b: PerExample,
                      statistic: Optional[Callable[[PerExample], float]] = None, *,
                      n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
@@ -77,15 +99,7 @@ def paired_bootstrap(a: PerExample, b: PerExample,
     seed: seeds the index draw; the same seed gives the same interval.
     rows_per_question: k rows per question (question-major, as a k-sample evaluation writes them).
   """
-  n_rows, k = _num_rows(a), int(rows_per_question)
-  if _num_rows(b) != n_rows:
-    raise ValueError(f"the models have {n_rows} and {_num_rows(b)} rows; pair them on the same ones.")
-  if k < 1 or n_rows % k:
-    raise ValueError(f"{n_rows} rows do not split into questions of rows_per_question={k}.")
-  if not 0 < confidence < 1:
-    raise ValueError(f"confidence={confidence} must be in (0, 1).")
-  questions = resample_indices(n_rows // k, n_resamples, seed)
-  rows = (questions[:, :, None] * k + np.arange(k)).reshape(n_resamples, -1)  # [R, N]
+  rows = _resampled_rows(a, b, rows_per_question, n_resamples, seed, confidence)
   if statistic is None:
     if isinstance(a, Mapping) or isinstance(b, Mapping):
       raise ValueError("pass statistic= for per-example dicts (the mean applies to arrays).")
@@ -96,6 +110,22 @@ def paired_bootstrap(a: PerExample, b: PerExample,
   else:
     full = float(statistic(b) - statistic(a))
     diffs = np.array([statistic(_rows(b, r)) - statistic(_rows(a, r)) for r in rows], np.float64)
-  tail = 100.0 * (1.0 - confidence) / 2
-  low, high = np.nanpercentile(diffs, [tail, 100.0 - tail])
-  return Interval(full, float(low), float(high), confidence, n_resamples)
+  return _interval(full, diffs, confidence, n_resamples)
+
+
+def paired_bootstraps(a: PerExample, b: PerExample,
+                      statistics: Callable[[PerExample], Mapping[str, float]], *,
+                      n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
+                      rows_per_question: int = 1) -> dict[str, Interval]:
+  """`paired_bootstrap` of several statistics computed together: {name: Interval} of
+  statistics(b)[name] − statistics(a)[name], every name on the same resamples (the same draw as
+  `paired_bootstrap` with the same seed)."""
+  rows = _resampled_rows(a, b, rows_per_question, n_resamples, seed, confidence)
+  full_a, full_b = statistics(a), statistics(b)
+  names = list(full_b)
+  diffs = np.empty((n_resamples, len(names)))
+  for j, r in enumerate(rows):
+    sa, sb = statistics(_rows(a, r)), statistics(_rows(b, r))
+    diffs[j] = [sb[m] - sa[m] for m in names]
+  return {m: _interval(float(full_b[m] - full_a[m]), diffs[:, i], confidence, n_resamples)
+          for i, m in enumerate(names)}

@@ -3,7 +3,8 @@
     plot(workdir, "curves.png")
 
 Panels: the reward and its components, the same over the answerable and over the unanswerable
-prompts (`answerable/reward/...`, rl/collect.answerability_metrics), KL, entropy, completion lengths
+prompts (`answerable/reward/...`, rl/collect.answerability_metrics), the abstention rate on each
+side (`health/abstain_*`, rl/health.py's corner alarm), KL, entropy, completion lengths
 (mean / min / max and the truncated share) and the held-out eval metrics logged by validation
 (`eval/...`), each against the step. A panel whose metrics the run did not log (KL with kl_coef = 0,
 eval without config.evals, the split on unlabelled data) is left out.
@@ -32,7 +33,9 @@ def _panels(keys: set[str]) -> list[tuple[str, list[str]]]:
              if k in keys]
   sides = [(f"{side} prompts", sorted(k for k in keys if k.startswith(f"{side}/reward/")))
            for side in ("answerable", "unanswerable")]
-  panels = [("reward", reward), *sides, ("KL", [k for k in ("kl",) if k in keys]),
+  abstain = [k for k in ("health/abstain_answerable", "health/abstain_unanswerable") if k in keys]
+  panels = [("reward", reward), *sides, ("abstention (the corner alarm)", abstain),
+            ("KL", [k for k in ("kl",) if k in keys]),
             ("entropy", [k for k in ("entropy",) if k in keys]), ("completion length", lengths),
             ("truncated share", [k for k in ("truncated_frac",) if k in keys])]
   evals = sorted(k for k in keys if k.startswith("eval/") and not k.startswith("eval/reward/"))

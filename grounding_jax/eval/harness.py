@@ -18,7 +18,10 @@ recipe, so that "refuse everything" is visible — accuracy on answerable items 
 the abstention rate on unanswerable ones (mean "abstained", the recipe's own notion: GRACE's <llm>
 path, Trust-Score's refusal, TruthRL's \\boxed{I don't know}; ARENA, LEAR and naive define none and
 count a refusal or "I don't know" answer, `recipes.base.says_unanswerable`). With num_samples k > 1,
-pass@k and maj@k are added where the recipe states a correct / wrong verdict per answer.
+pass@k and maj@k are added where the recipe states a correct / wrong verdict per answer. Every row
+also has the selective-prediction metrics (eval/selective.py): coverage, accuracy among answered
+items, AURC with the completion's mean sampler log-prob as the confidence (per-example column
+"confidence"), and balanced accuracy; `compare` bootstraps them too.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from grounding_jax import sampling
 from grounding_jax.data.schema import Example
 from grounding_jax.eval import bootstrap
 from grounding_jax.eval import metrics as metrics_lib
+from grounding_jax.eval import selective
 from grounding_jax.eval.bertscore import BertScorer
 from grounding_jax.sampling import rollout as rollout_lib
 
@@ -129,7 +133,7 @@ class ModelResult:
     metrics: the row (see the module doc); NaN where a subset is empty.
     per_example: name -> float64 [N · k], question-major (row = question · k + sample), over all
       processes: the evaluator's columns, "reward" (and "reward/<component>"), "item_answerable",
-      "completion_length", "truncated".
+      "completion_length", "truncated", "confidence" (the mean sampler log-prob per token).
     records: this process's predictions.jsonl rows.
     num_samples: k.
     ids: [N] the questions' ids (pairing check for `compare`).
@@ -219,7 +223,7 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
       shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
   prompt_fn = prompt_fn or (
       lambda ex: recipe.render_prompt(ex, tokenizer, enable_thinking=settings.enable_thinking))
-  prompts, completions, lengths, truncated = [], [], [], []
+  prompts, completions, lengths, truncated, mean_logprobs = [], [], [], [], []
   extras: dict[str, list] = {}
   inputs: dict[str, list] = {}
   bar = tqdm.tqdm(total=len(local), desc=f"eval {name}".strip(), unit="q", disable=not progress,
@@ -233,6 +237,7 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
     completions += list(rr.completions)
     lengths += [int(x) for x in rr.rollout.lengths]
     truncated += [bool(x) for x in rr.rollout.truncated]
+    mean_logprobs += list(_mean_logprobs(rr.rollout))
     for kind, target in ((rr.extras, extras), (recipe.evaluate_inputs(rr), inputs)):
       for kk, v in kind.items():
         target.setdefault(kk, []).extend(v)
@@ -248,6 +253,7 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
   per["item_answerable"] = np.array([ex.answerable is not False for ex in rows], np.float64)
   per["completion_length"] = np.asarray(lengths, np.float64)
   per["truncated"] = np.asarray(truncated, np.float64)
+  per["confidence"] = np.asarray(mean_logprobs, np.float64)
   if k > 1:
     per.update(_sample_columns(per["correct"], result["answers"], k))
   gathered = {kk: np.asarray(parallel.gather_hosts(v), np.float64) for kk, v in per.items()}
@@ -261,6 +267,16 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
                     "scores": {kk: (None if np.isnan(v[i]) else float(v[i])) for kk, v in per.items()}})
   ids = [str(x) for x in parallel.gather_hosts(np.array([ex.id for ex in local], dtype="U256"))]
   return ModelResult(name, metrics, gathered, records, k, ids)
+
+
+def _mean_logprobs(rollout: rollout_lib.Rollout) -> np.ndarray:
+  """float64 [N]: each completion's mean sampler log-prob per token (log_softmax(logits / T), T = 1
+  when greedy): the confidence that orders the risk–coverage curve (eval/selective.py); NaN when a
+  completion has no tokens."""
+  mask = np.asarray(rollout.completion_mask, bool)
+  total = np.where(mask, np.asarray(rollout.sampler_logp, np.float64), 0.0).sum(axis=1)
+  count = mask.sum(axis=1)
+  return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def _read(recipe: recipes.Recipe, reader, rows: Sequence[Example], completions: Sequence[str],
@@ -315,6 +331,7 @@ def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np
   row["accuracy_answerable"] = pct(per["correct"], answerable)
   row["abstention_unanswerable"] = pct(per["abstained"], ~answerable)
   row["abstention_answerable"] = pct(per["abstained"], answerable)
+  row.update(selective.summary(per))
   for kk, v in per.items():
     if kk == "reward" or kk.startswith(("reward/", "pass@", "maj@")):
       row[kk] = float(np.mean(v))
@@ -328,7 +345,9 @@ def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np
 def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: int = 10_000,
             seed: int = 0, confidence: float = 0.95) -> list[dict[str, bootstrap.Interval]]:
   """For each model after the first: paired-bootstrap intervals of its difference to the first on
-  the recipe's headline metric and on the reward ({metric: Interval}; the first model's entry is {})."""
+  the recipe's headline metric, the reward and the selective-prediction metrics (eval/selective.py:
+  coverage, selective_accuracy, aurc, balanced_accuracy), {metric: Interval}; the first model's
+  entry is {}."""
   recipe = recipes.get_recipe(recipe_name)
   headline = recipe.headline_metric
   first = results[0]
@@ -344,5 +363,13 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
     if "reward" in r.per_example and "reward" in first.per_example:
       entry["reward"] = bootstrap.paired_bootstrap(first.per_example["reward"],
                                                    r.per_example["reward"], **kw)
+    entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
+                                             selective.summary, **kw))
     out.append(entry)
   return out
+
+
+def _selective_columns(result: ModelResult) -> dict[str, np.ndarray]:
+  """The per-example columns selective.summary reads (a small dict, so resampling it is cheap)."""
+  keys = ("correct", "abstained", "item_answerable", "confidence")
+  return {k: result.per_example[k] for k in keys if k in result.per_example}

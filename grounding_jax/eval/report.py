@@ -5,7 +5,10 @@
 report.md has one row per model: the recipe's `metric_columns` (the paper's main table), the mean
 reward, accuracy on answerable items and the abstention rate on unanswerable ones (so a model that
 refuses everything shows as such), pass@k / maj@k with several samples, and for each model after the
-first its paired-bootstrap difference to the first on the headline metric and on the reward.
+first its paired-bootstrap difference to the first on the headline metric and on the reward. A
+second table, "Selective prediction", gives each model's coverage, accuracy among answered items,
+AURC and balanced accuracy (eval/selective.py) with the same paired intervals; metrics.json holds
+them too, and each model's risk–coverage curve.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Any, Mapping, Sequence
 
 from grounding_jax import recipes
 from grounding_jax.eval import bootstrap
+from grounding_jax.eval import selective
 from grounding_jax.eval.harness import ModelResult
 
 LABELS = {"reward": "reward", "accuracy_answerable": "acc. answerable",
-          "abstention_unanswerable": "abstain unanswerable"}
+          "abstention_unanswerable": "abstain unanswerable", "coverage": "coverage",
+          "selective_accuracy": "sel. acc.", "aurc": "AURC ↓", "balanced_accuracy": "balanced acc."}
 
 
 def training_signal(history: Sequence[Mapping[str, Any]], keys: Sequence[str]
@@ -70,6 +75,21 @@ def table(recipe_name: str, results: Sequence[ModelResult],
   return "\n".join(lines)
 
 
+def selective_table(results: Sequence[ModelResult],
+                    intervals: Sequence[Mapping[str, bootstrap.Interval]]) -> str:
+  """The selective-prediction table: selective.METRICS of each model, then Δ vs the first model."""
+  cols = list(selective.METRICS)
+  deltas = [c for c in cols if any(c in iv for iv in intervals)]
+  head = (["model"] + [LABELS[c] for c in cols]
+          + [f"Δ{LABELS[d]} vs first [95% CI]" for d in deltas])
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for r, iv in zip(results, intervals):
+    cells = [r.name] + [_fmt(r.metrics.get(c)) for c in cols]
+    cells += [str(iv[d]) if d in iv else "—" for d in deltas]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
 def markdown(recipe_name: str, results: Sequence[ModelResult],
              intervals: Sequence[Mapping[str, bootstrap.Interval]], about: Mapping[str, Any]) -> str:
   """report.md: what was evaluated and how, the table, and how to read it."""
@@ -100,6 +120,12 @@ def markdown(recipe_name: str, results: Sequence[ModelResult],
                  f"{any_iv.n_resamples} resamples of the questions, {100 * any_iv.confidence:g} % "
                  "percentile interval.")
   lines += [f"- {note}" for note in notes]
+  lines += ["", "## Selective prediction", "", selective_table(results, intervals), "",
+            "- coverage = share of items answered (not abstained); sel. acc. = accuracy among the "
+            "answered items (an answer to an unanswerable item is wrong); AURC = area under the "
+            "risk–coverage curve (arXiv:1705.08500 §2; lower is better), items ranked by the model's "
+            "own answer / abstain decision, then by the completion's mean sampler log-prob; balanced "
+            "acc. = mean of acc. answerable and abstain unanswerable. All in %."]
   return "\n".join(lines) + "\n"
 
 
@@ -120,6 +146,9 @@ def write(out_dir: str | os.PathLike, recipe_name: str, results: Sequence[ModelR
       "models": [{"name": r.name, "metrics": {k: (None if isinstance(v, float) and not math.isfinite(v)
                                                   else v) for k, v in r.metrics.items()}}
                  for r in results],
+      "selective_columns": list(selective.METRICS),
+      "risk_coverage": {r.name: selective.curve_points(r.per_example) for r in results
+                        if {"correct", "abstained", "item_answerable"} <= set(r.per_example)},
       "bootstrap": [{"model": r.name, "metric": m, "difference": iv.difference, "low": iv.low,
                      "high": iv.high, "confidence": iv.confidence, "n_resamples": iv.n_resamples}
                     for r, ivs in zip(results, intervals) for m, iv in ivs.items()],

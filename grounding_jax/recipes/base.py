@@ -269,6 +269,9 @@ class Recipe(abc.ABC):
     judge_styles: style name -> judges.JudgeStyle, the correctness judges its paper defines (the
       first is the default); `judge_spec` resolves a config's `style=` name with them.
     abstention: what "abstained" means in its per-example columns, for the report's footnote.
+    abstention_component: the component of its reward that is 1 where a completion abstains (its
+      `abstention` while training: the trainer logs its mean over the answerable and the
+      unanswerable prompts as health/abstain_*); "" where the reward marks none.
     data_presets: preset name -> data.mixture.Preset, its papers' data mixes (build_data --preset).
     aliases: other names `eval.paper_eval.evaluate` accepts for this recipe's evaluator.
     required_judges: the reward options its default reward cannot do without, each a judge: "nli"
@@ -286,6 +289,7 @@ class Recipe(abc.ABC):
   rollout_extras: tuple[str, ...] = ()
   judge_styles: Mapping[str, judges.JudgeStyle] = {}
   abstention: str = DEFAULT_ABSTENTION
+  abstention_component: str = ""
   data_presets: Mapping[str, mixture.Preset] = {}
   aliases: tuple[str, ...] = ()
   required_judges: tuple[str, ...] = ()

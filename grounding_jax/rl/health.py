@@ -29,6 +29,17 @@ crosses the bound (once, until it is back within it; None = no bound):
   param_norm        ‖θ‖₂ over the trainable parameters after the step
   param_norm_ratio  ‖θ‖ / ‖θ at the stage's start‖                           ≤ param_norm_ratio_max
 entropy, kl and clip_frac are the update's metrics of the same names (means over the step's updates).
+
+The corner alarm, where the data labels answerability and the stage's recipe names the reward
+component that marks an abstention (`Recipe.abstention_component`: GRACE's llm_path, Trust's
+refused, TruthRL's abstain), reads the step's split of that component (rl/collect's
+answerable/reward/<component>, unanswerable/reward/<component>):
+  abstain_answerable    share of sampled completions that abstain on answerable prompts
+                        ≤ abstain_answerable_max    (above: the refuse-everything corner)
+  abstain_unanswerable  the same on unanswerable prompts
+                        ≥ abstain_unanswerable_min  (below: the answer-everything corner)
+Each corner warns once per run, on the first step past its bound (a per-step share of a few prompts
+is noisy; one line says where the run went). A side with no prompts this step is not logged.
 """
 
 from __future__ import annotations
@@ -57,6 +68,11 @@ MONITORS = {
     "param_norm_ratio": ("param_norm_ratio_max", "max", None),
 }
 _MOVED = ("logprob_gap_mean", "logprob_gap_peak")  # logged under health/ only
+# The corner alarm: monitor -> (config.health field, "min" | "max", prompts' side, the corner).
+CORNERS = {
+    "abstain_answerable": ("abstain_answerable_max", "max", "answerable", "refuse-everything"),
+    "abstain_unanswerable": ("abstain_unanswerable_min", "min", "unanswerable", "answer-everything"),
+}
 # update.NONFINITE_QUANTITIES -> (what it is, what to change when it keeps a run from training)
 _QUANTITIES = {
     "advantage": ("an advantage", "check the rewards and advantage.eps"),
@@ -117,6 +133,24 @@ def check_start_weights(model: nnx.Module, source: str) -> None:
         "updates. Re-export the weights (or pick an earlier checkpoint of the run that wrote them)")
 
 
+def abstention_rates(metrics: Mapping[str, float], component: str) -> dict[str, float]:
+  """{"abstain_answerable": …, "abstain_unanswerable": …}: the step's mean of reward component
+  `component` (1 where a completion abstains) over each side's rows, read from the answerability
+  metrics (`<side>/reward/<component>`, or `<side>/reward/<fn>/<component>` with several reward
+  functions: the first by name). Sides without rows, or no component (""), are left out."""
+  out = {}
+  if not component:
+    return out
+  for name, (_, _, side, _) in CORNERS.items():
+    key = f"{side}/reward/{component}"
+    if key not in metrics:
+      key = next((k for k in sorted(metrics) if k.startswith(f"{side}/reward/")
+                  and k.endswith(f"/{component}") and k.count("/") == 3), None)
+    if key is not None:
+      out[name] = float(metrics[key])
+  return out
+
+
 def save_finite(checkpointer: checkpoints.Checkpointer, step: int, state: Any,
                 meta: Mapping[str, Any]) -> bool:
   """Saves checkpoint `step` unless `state` holds NaN or inf (then logs why and returns False): the
@@ -146,20 +180,23 @@ class RunHealth:
     self._first_skipped_step: Optional[int] = saved.get("first_skipped_step")
     self._last_quantity: Optional[str] = None
     self._crossed: set[str] = set()
+    self._cornered: set[str] = set(saved.get("corners_warned", ()))  # warned once per run
 
   def state(self) -> dict:
     """JSON-serialisable counts for the checkpoint's metadata (a resumed run continues them)."""
     return {"skipped_updates": self.skipped_updates, "consecutive_nonfinite": self.consecutive,
-            "start_param_norm": self.start_norm, "first_skipped_step": self._first_skipped_step}
+            "start_param_norm": self.start_norm, "first_skipped_step": self._first_skipped_step,
+            "corners_warned": sorted(self._cornered)}
 
   def start_stage(self, params) -> None:
     """A stage starts from `params`: param_norm_ratio is measured against their norm."""
     self.start_norm = float(_param_norm(params))
 
-  def observe(self, global_step: int, metrics: Mapping[str, float], params) -> dict:
+  def observe(self, global_step: int, metrics: Mapping[str, float], params, *,
+              abstention: str = "") -> dict:
     """`metrics` of step `global_step` with the health/ monitors and nonfinite/skipped_updates added
     (the update's logprob_gap_* move under health/); logs the step's non-finite values and
-    crossings."""
+    crossings. `abstention`: the stage recipe's `abstention_component` ("" = no corner alarm)."""
     out = {k: v for k, v in metrics.items() if k not in _MOVED}
     values = {name: float(metrics[key]) for name, (_, _, key) in MONITORS.items()
               if key is not None and key in metrics}
@@ -172,6 +209,9 @@ class RunHealth:
     self._count_nonfinite(global_step, metrics)
     out["nonfinite/skipped_updates"] = float(self.skipped_updates)
     self._warn_crossings(global_step, values)
+    rates = abstention_rates(metrics, abstention)
+    out.update({f"health/{k}": v for k, v in rates.items()})
+    self._warn_corners(global_step, rates)
     return out
 
   def _count_nonfinite(self, global_step: int, metrics: Mapping[str, float]) -> None:
@@ -231,3 +271,14 @@ class RunHealth:
         logging.info("step %d: health/%s=%.4g is back within health.%s=%g", global_step, name, value,
                      field, bound)
         self._crossed.discard(name)
+
+  def _warn_corners(self, global_step: int, rates: Mapping[str, float]) -> None:
+    for name, (field, side, prompts, corner) in CORNERS.items():
+      bound, rate = self.bounds.get(field), rates.get(name)
+      if bound is None or rate is None or name in self._cornered or not math.isfinite(rate):
+        continue
+      if rate < bound if side == "min" else rate > bound:
+        logging.warning("step %d: abstention on %s prompts is %.3g (health/%s), %s health.%s=%g: "
+                        "the %s corner (warned once)", global_step, prompts, rate, name,
+                        "below" if side == "min" else "above", field, bound, corner)
+        self._cornered.add(name)

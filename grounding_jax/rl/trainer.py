@@ -145,7 +145,8 @@ class Trainer:
                 jax.block_until_ready((self.params, opt_state))
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics, setup_times = {**metrics, "stage": float(stage_idx), **setup_times}, {}
-            metrics = health.observe(global_step, metrics, self.params)
+            metrics = health.observe(global_step, metrics, self.params,
+                                     abstention=st.recipe.abstention_component)
             meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
                     "data_position": st.stream.position}
             state = lambda: self._state(opt_state, rng, ref_params)  # pylint: disable=cell-var-from-loop

@@ -13,7 +13,10 @@ is `eval.harness.evaluate_model` on the current policy; its row is logged as eva
 
 With `checkpoint.best_metric` (e.g. "eval/f1") and `best_mode` ("max" / "min"), a validation that
 improves on the best value so far saves the full training state to <workdir>/checkpoints_best (one
-kept; `evaluate.py --model=<workdir>@best` reads it). The best value and step ride in every regular
+kept; `evaluate.py --model=<workdir>@best` reads it). Every validation row has the selective-
+prediction metrics (eval/selective.py), so "eval/balanced_accuracy" (mean of accuracy on answerable
+and abstention on unanswerable items: neither corner wins) is a choice for every recipe; a mode
+against a metric's direction (max on eval/aurc, min on eval/balanced_accuracy) is refused. The best value and step ride in every regular
 checkpoint's metadata, so a resumed run compares against the best of the steps before it. LEAR keeps
 the best checkpoint on its dev set this way (arXiv:2507.15586 §4.1: "select the best-performing model
 on the dev set").
@@ -32,6 +35,7 @@ from grounding_jax.data import splits
 from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
+from grounding_jax.eval import selective
 
 BEST_DIR = model_ref.BEST_CHECKPOINTS
 MODES = ("max", "min")
@@ -52,6 +56,14 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   if ck.best_metric and not ck.best_metric.startswith("eval/"):
     raise ValueError(f"checkpoint.best_metric={ck.best_metric!r} must name a validation metric, "
                      "e.g. 'eval/f1' (a metric of the held-out evaluation)")
+  name = ck.best_metric[len("eval/"):]
+  wrong_way = ("min" if name in selective.HIGHER_IS_BETTER else
+               "max" if name in selective.LOWER_IS_BETTER else None)
+  if ck.best_mode == wrong_way:
+    raise ValueError(f"checkpoint.best_metric={ck.best_metric!r} is better when "
+                     f"{'higher' if wrong_way == 'min' else 'lower'}, but checkpoint.best_mode="
+                     f"{ck.best_mode!r}; set checkpoint.best_mode="
+                     f"{'max' if wrong_way == 'min' else 'min'!r}")
   if ck.best_metric and not ev.every_steps:
     raise ValueError(f"checkpoint.best_metric={ck.best_metric!r} needs validation: set "
                      "evals.every_steps > 0")

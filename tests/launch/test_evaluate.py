@@ -81,15 +81,23 @@ def test_runlocal_trains_then_evaluate_writes_the_table(name, tiny_smollm2_dir, 
   headline = results[0].metrics
   assert plan.settings.decoding.max_new_tokens == 8 and headline["n_questions"] == 4
   report = path.read_text()
-  table = [line for line in report.splitlines() if line.startswith("| ")]
+  main, rest = report.split("## Selective prediction")
+  table = [line for line in main.splitlines() if line.startswith("| ")]
   assert len(table) == 1 + len(models)  # header + one row per model
+  selective_rows = [line for line in rest.splitlines() if line.startswith("| ")]
+  assert len(selective_rows) == 1 + len(models) and "AURC" in selective_rows[0]
   summary = json.loads((out / "metrics.json").read_text())
   assert [m["name"] for m in summary["models"]] == [r.name for r in results]
   assert summary["headline_metric"] in summary["columns"]
   for column in ("reward", "accuracy_answerable", "abstention_unanswerable"):
     assert column in summary["columns"] and f"{column}" in results[1].metrics
+  selective = ("coverage", "selective_accuracy", "aurc", "balanced_accuracy")
+  assert summary["selective_columns"] == list(selective)
   assert {(b["model"], b["metric"]) for b in summary["bootstrap"]} == {
-      (r.name, m) for r in results[1:] for m in (summary["headline_metric"], "reward")}
+      (r.name, m) for r in results[1:] for m in (summary["headline_metric"], "reward", *selective)}
+  for r in results:  # every row has them; the curve ends at full coverage
+    assert set(selective) <= set(r.metrics) and 0 <= r.metrics["coverage"] <= 100
+    assert summary["risk_coverage"][r.name]["coverage"][-1] == 100.0
   assert all(b["low"] <= b["difference"] <= b["high"] for b in summary["bootstrap"])
   k = c.evals.decoding.num_samples
   if k > 1:

@@ -110,3 +110,19 @@ def test_what_layers_below_take_from_the_recipe():
   assert recipes.evaluator("grace") is recipes.get_recipe("grace")
   with pytest.raises(ValueError, match="unknown recipe"):
     recipes.evaluator("no_such_recipe")
+
+
+UNANSWERABLE = Example("What is the capital of Norland?", passages=(P2,), answers=("Kest",),
+                       answerable=False, id="ex2", meta={"dataset": "asqa", "answers_found": [[0]]})
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(ROWS) if recipes.get_recipe(n).abstention_component])
+def test_the_abstention_reward_component_agrees_with_the_evaluator(name):
+  # The trainer's corner alarm reads this component; it must mark what the evaluator counts.
+  recipe = recipes.get_recipe(name)
+  right, _, _, reward_options, eval_options = ROWS[name]
+  abstain = recipe.gold_completion(UNANSWERABLE)  # the recipe's own abstention
+  scores = recipe.reward(**reward_options)([right, abstain], [EX, UNANSWERABLE])
+  evaluated = recipe.evaluate([right, abstain], [EX, UNANSWERABLE], **eval_options)
+  np.testing.assert_array_equal(scores[recipe.abstention_component], [0.0, 1.0])
+  np.testing.assert_array_equal(evaluated["per_example"]["abstained"], [0.0, 1.0])

@@ -3,6 +3,7 @@ start weights and learning rates never reach a checkpoint, are counted and logge
 after health.max_consecutive_nonfinite skipped steps; an unwritable checkpoint directory and a bad
 stage-2 data file fail before work is lost; the health/ monitors and their warnings."""
 
+import dataclasses
 import json
 import logging
 import pathlib
@@ -265,3 +266,97 @@ def test_the_logprob_gap_is_the_mean_and_peak_absolute_difference_over_loss_toke
     (s, n), (peak, _) = pairs["logprob_gap_mean"], pairs["logprob_gap_peak"]
     np.testing.assert_allclose(float(s) / float(n), np.abs(delta[mask]).mean(), rtol=1e-5)
     np.testing.assert_allclose(float(peak), np.abs(delta[mask]).max(), rtol=1e-6)
+
+
+def _corner_metrics(answerable, unanswerable, key="abstain"):
+  return {"entropy": 1.0, f"answerable/reward/{key}": answerable,
+          f"unanswerable/reward/{key}": unanswerable}
+
+
+def test_the_corner_alarm_logs_both_sides_and_warns_once_per_corner(caplog):
+  h = health.RunHealth(_bounds(abstain_answerable_max=0.8, abstain_unanswerable_min=0.1))
+  params = {"w": np.ones(4, np.float32)}
+  h.start_stage(params)
+  # Answerable side: 0.2, 0.5, 0.9 (refuse-everything), back to 0.5, 0.95 again: warned once.
+  # Unanswerable side: 0.6, then 0.05 at step 4 (answer-everything): warned once.
+  steps = [(0.2, 0.6), (0.5, 0.6), (0.9, 0.6), (0.5, 0.05), (0.95, 0.0)]
+  with caplog.at_level(logging.INFO):
+    for step, (a, u) in enumerate(steps, start=1):
+      out = h.observe(step, _corner_metrics(a, u), params, abstention="abstain")
+      assert out["health/abstain_answerable"] == a and out["health/abstain_unanswerable"] == u
+  lines = [r.getMessage() for r in caplog.records if "abstention on" in r.getMessage()]
+  assert lines == [
+      "step 3: abstention on answerable prompts is 0.9 (health/abstain_answerable), above "
+      "health.abstain_answerable_max=0.8: the refuse-everything corner (warned once)",
+      "step 4: abstention on unanswerable prompts is 0.05 (health/abstain_unanswerable), below "
+      "health.abstain_unanswerable_min=0.1: the answer-everything corner (warned once)"]
+  assert all(r.levelno == logging.WARNING for r in caplog.records if "abstention on" in r.getMessage())
+  # A resumed run does not warn again about a corner it already reported.
+  caplog.clear()
+  resumed = health.RunHealth(_bounds(abstain_answerable_max=0.8, abstain_unanswerable_min=0.1),
+                             json.loads(json.dumps(h.state())))
+  with caplog.at_level(logging.WARNING):
+    resumed.observe(6, _corner_metrics(1.0, 0.0), params, abstention="abstain")
+  assert "abstention on" not in caplog.text
+
+
+def test_the_corner_alarm_is_off_by_default_and_reads_the_recipe_component(caplog):
+  params = {"w": np.ones(4, np.float32)}
+  h = health.RunHealth(_bounds())  # defaults: no bound, the rates are still logged
+  h.start_stage(params)
+  with caplog.at_level(logging.WARNING):
+    out = h.observe(1, _corner_metrics(1.0, 0.0), params, abstention="abstain")
+  assert out["health/abstain_answerable"] == 1.0 and "abstention on" not in caplog.text
+  # No component (a recipe whose reward marks no abstention), or no labelled rows: no keys.
+  assert not any(k.startswith("health/abstain") for k in h.observe(2, _corner_metrics(1, 0), params))
+  assert not any(k.startswith("health/abstain")
+                 for k in h.observe(3, {"entropy": 1.0}, params, abstention="abstain"))
+  # Several reward functions log <side>/reward/<fn>/<component>; one side only is one key.
+  assert health.abstention_rates({"answerable/reward/truth/refused": 0.25,
+                                  "answerable/reward/truth/refused_clean": 0.5}, "refused") == {
+                                      "abstain_answerable": 0.25}
+  assert health.abstention_rates(_corner_metrics(0.5, 0.5), "") == {}
+
+
+class MarksAbstention(toy_task.TargetShareReward):
+  """The toy reward with an abstention component: 1 where the completion holds the word w3."""
+
+  def __call__(self, completions, examples, **extra):
+    out = super().__call__(completions, examples)
+    return {**out, "abstained": np.array([float("w3" in c.split()) for c in completions])}
+
+
+def test_the_trainer_logs_the_abstention_of_the_stage_recipe_on_each_side(tiny_checkpoint, tmp_path,
+                                                                          monkeypatch, caplog):
+  from grounding_jax import recipes  # pylint: disable=g-import-not-at-top
+  c = _config(tmp_path, steps=2)
+  c.health.update(dict(abstain_answerable_max=0.0, abstain_unanswerable_min=1.0))
+  recipe = type(recipes.get_recipe(c.stages[0].recipe))
+  monkeypatch.setattr(recipe, "abstention_component", "abstained")
+  labelled = [dataclasses.replace(ex, answerable=i % 2 == 0)
+              for i, ex in enumerate(toy_task.make_examples(64))]
+  tr = trainer.Trainer(c, model=models.load_pretrained(tiny_checkpoint("llama")),
+                       tokenizer=toy_task.make_tokenizer(),
+                       reward_functions=[("toy", 1.0, MarksAbstention())],
+                       datasets={"toy": labelled}, prompt_fn=toy_task.prompt_fn)
+  with caplog.at_level(logging.WARNING):
+    history = tr.train()
+  expected = []
+  for side, crossed, corner in (("answerable", lambda r: r > 0.0, "refuse-everything"),
+                                ("unanswerable", lambda r: r < 1.0, "answer-everything")):
+    logged = [(h["step"], h[f"health/abstain_{side}"]) for h in history
+              if f"{side}/reward/abstained" in h]  # a step may hold one side only
+    assert logged, side
+    for h in history:
+      if f"{side}/reward/abstained" in h:
+        assert h[f"health/abstain_{side}"] == h[f"{side}/reward/abstained"]
+      else:
+        assert f"health/abstain_{side}" not in h
+    first = next(((step, r) for step, r in logged if crossed(r)), None)
+    if first is not None:
+      expected.append((first[0], f"on {side} prompts is {first[1]:.3g} ", corner))
+  lines = [r.getMessage() for r in caplog.records if "abstention on" in r.getMessage()]
+  assert len(lines) == len(expected) >= 1, lines  # a bound of 0 / 1 fires on a random policy
+  for line, (step, text, corner) in zip(lines, sorted(expected, key=lambda e: e[0])):  # log order
+    assert line.startswith(f"step {step}: abstention {text}") and f"the {corner} corner" in line
+

@@ -78,6 +78,17 @@ def test_bad_validation_settings_fail_before_training(tmp_path):
     from_config.check_config(c)  # evaluation's check (launch/evaluate.py); training runs it too
   with pytest.raises(ValueError, match=r"evals.shared_prefix_min_tokens=-1 must be an int >= 0"):
     validate.check_config(c)
+  # The selective-prediction metrics name their direction: a mode against it is a mistake.
+  c.evals.shared_prefix_min_tokens, c.checkpoint.best_metric = 0, "eval/balanced_accuracy"
+  c.checkpoint.best_mode = "min"
+  with pytest.raises(ValueError, match=r"'eval/balanced_accuracy' is better when higher, but "
+                     r"checkpoint.best_mode='min'; set checkpoint.best_mode='max'"):
+    validate.check_config(c)
+  c.checkpoint.best_metric, c.checkpoint.best_mode = "eval/aurc", "max"
+  with pytest.raises(ValueError, match=r"better when lower, .* set checkpoint.best_mode='min'"):
+    validate.check_config(c)
+  c.checkpoint.best_mode = "min"
+  validate.check_config(c)
 
 
 def test_the_validator_is_built_on_first_use_not_with_the_trainer(tiny_checkpoint, tmp_path,
@@ -103,3 +114,30 @@ def test_no_validator_without_validation(tiny_checkpoint, tmp_path):
   c = toy_task.toy_config(tmp_path)
   assert c.evals.every_steps == 0
   assert toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c).validator is None
+
+
+def test_the_best_checkpoint_can_be_chosen_on_balanced_accuracy(tiny_checkpoint, tmp_path):
+  # Held-out questions half answerable, half not: every validation row has the selective-prediction
+  # metrics, and eval/balanced_accuracy picks the kept step like any other metric.
+  c = _config(tmp_path, mode="max")
+  c.stages[0].num_steps = 3
+  path = tmp_path / "heldout_labelled.jsonl"
+  jsonl.write_examples(path, [Example(question=ex.question, answers=("w3",), id=f"held{i}",
+                                      answerable=i % 2 == 0)
+                              for i, ex in enumerate(toy_task.make_examples(16, seed=9))])
+  c.evals.data.path = str(path)
+  c.checkpoint.best_metric = "eval/balanced_accuracy"
+  validate.check_config(c)
+  toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c).train()
+  rows = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
+  for r in rows:
+    for k in ("coverage", "selective_accuracy", "aurc"):
+      assert f"eval/{k}" in r
+    both = (r["eval/accuracy_answerable"] + r["eval/abstention_unanswerable"]) / 2
+    assert r["eval/balanced_accuracy"] == pytest.approx(both)
+  values = [r["eval/balanced_accuracy"] for r in rows]
+  best_step = values.index(max(values)) + 1  # strict improvement: the first step reaching it
+  kept = checkpoints.Checkpointer(tmp_path / validate.BEST_DIR)
+  assert kept.all_steps() == [best_step]
+  assert kept.read_meta()["best"] == {"metric": "eval/balanced_accuracy", "value": max(values),
+                                      "step": best_step}

@@ -277,6 +277,7 @@ class Grace(base.Recipe):
                     "evidence_rouge_l_answerable", "classification_accuracy")
   judge_styles = {"grace": grace_judge.STYLE}
   abstention = "the valid `<llm>` path (GRACE's signal of insufficient evidence)"
+  abstention_component = "llm_path"
   data_presets = DATA_PRESETS
 
   def parse(self, completion: str) -> GraceOutput:

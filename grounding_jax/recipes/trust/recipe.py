@@ -111,6 +111,7 @@ class Trust(base.Recipe):
   headline_metric = "TRUST"
   metric_columns = ("AR", "F1_AC", "F1_GR", "F1_GC", "TRUST")
   abstention = "Trust-Score's refusal sentence (fuzzy match > 85)"
+  abstention_component = "refused"
   required_judges = ("nli",)
 
   def __init__(self, stage: int):

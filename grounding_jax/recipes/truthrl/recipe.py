@@ -329,6 +329,7 @@ class TruthRL(base.Recipe):
   judge_styles = JUDGE_STYLES
   required_judges = ("judge",)
   abstention = "\\boxed{I don't know}"
+  abstention_component = "abstain"
 
   def parse(self, completion: str) -> str | None:
     return tags.extract_boxed(completion)

@@ -331,6 +331,14 @@ HEALTH = (
           **_NO_BOUND),
     Field("health.param_norm_ratio_max", 2.0, float, "‖θ‖ / ‖θ at the stage's start‖: a runaway "
           "learning rate", lo=0, lo_open=True, none_ok=True, why="None = no bound"),
+    # The corner alarm (off by default): needs answerability labels and a recipe whose reward marks
+    # abstention (Recipe.abstention_component); warns once per run.
+    Field("health.abstain_answerable_max", None, float, "share of sampled completions on answerable "
+          "prompts that abstain (health/abstain_answerable): above it, the refuse-everything corner",
+          lo=0, hi=1, none_ok=True, why="a share in [0, 1]; None = no alarm"),
+    Field("health.abstain_unanswerable_min", None, float, "share on unanswerable prompts that "
+          "abstain (health/abstain_unanswerable): below it, the answer-everything corner", lo=0,
+          hi=1, none_ok=True, why="a share in [0, 1]; None = no alarm"),
 )
 
 # Held-out evaluation (grounding_jax.eval.harness): run by launch/evaluate.py, and by the trainer
@@ -378,9 +386,10 @@ CHECKPOINT = (
     Field("checkpoint.max_to_keep", 3, int, "checkpoints kept; None = all", lo=1, none_ok=True,
           why="None keeps every checkpoint"),
     Field("checkpoint.resume", True, bool, "resume from the workdir's latest checkpoint"),
-    Field("checkpoint.best_metric", "", str, "e.g. 'eval/f1': also keep the best-scoring step in "
-          "<workdir>/checkpoints_best (needs evals.every_steps > 0; checked by rl/validate.py)",
-          check=False),
+    Field("checkpoint.best_metric", "", str, "e.g. 'eval/f1', or 'eval/balanced_accuracy' (any "
+          "recipe: accuracy on answerable and abstention on unanswerable items, averaged): also keep "
+          "the best-scoring step in <workdir>/checkpoints_best (needs evals.every_steps > 0; checked "
+          "by rl/validate.py)", check=False),
     Field("checkpoint.best_mode", "max", str, "whether the best metric is the largest or smallest",
           choices=("max", "min"), check=False),
     Field("logging.console", True, bool, "a tqdm bar on the console"),
