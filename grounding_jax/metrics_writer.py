@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from typing import Mapping, Optional, Sequence
 
@@ -181,24 +182,47 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 
 
 # JAX's compile-phase events (jax/_src/dispatch.py): tracing to a jaxpr, lowering to MLIR, and XLA's
-# backend compilation. Their durations summed say how much of a step went to building programs.
+# backend compilation. The wall-clock time they cover says how much of a step went to building
+# programs. Covered, not summed: update_loop.compile_ahead compiles in a thread while the step samples,
+# and traces nest, so summed durations could exceed the step's own time.
 _COMPILE_EVENTS = frozenset({"/jax/core/compile/jaxpr_trace_duration",
                              "/jax/core/compile/jaxpr_to_mlir_module_duration",
                              "/jax/core/compile/backend_compile_duration"})
 _compile_seconds = 0.0
+_compile_spans: list[list[float]] = []  # disjoint [start, end] perf_counter spans, sorted by start
+_compile_lock = threading.Lock()
 _listening = False
+_FORGET_AFTER_S = 3600.0  # spans that ended this long before a new event's start can no longer overlap it
+
+
+def _cover(start: float, end: float) -> float:
+  """Adds [start, end] to the covered spans; returns the seconds of it not covered before."""
+  global _compile_spans
+  kept, new, merged = [], end - start, [start, end]
+  for s, e in _compile_spans:  # the spans are disjoint, so their overlaps with [start, end] add up
+    if e < start or s > end:  # disjoint: keep (unless long past)
+      if e >= start - _FORGET_AFTER_S:
+        kept.append([s, e])
+    else:  # overlapping: count only the new part, merge
+      new -= min(e, end) - max(s, start)
+      merged = [min(s, merged[0]), max(e, merged[1])]
+  _compile_spans = sorted(kept + [merged])
+  return max(new, 0.0)
 
 
 def _on_event_duration(event: str, duration: float, **kwargs) -> None:
   del kwargs
   global _compile_seconds
   if event in _COMPILE_EVENTS:
-    _compile_seconds += duration
+    end = time.perf_counter()  # events are reported as they end
+    with _compile_lock:
+      _compile_seconds += _cover(end - duration, end)
 
 
 def compile_seconds() -> float:
-  """Seconds this process has spent tracing, lowering and compiling JAX programs since the first
-  call (the listener is registered then): the difference across a step is the step's compile time
+  """Wall-clock seconds during which this process was tracing, lowering or compiling JAX programs
+  (in any thread) since the first call (the listener is registered then): the difference across a
+  step is the step's compile time
   (the trainer's `time/compile`, spent inside its sample / reference / update phases)."""
   global _listening
   if not _listening:

@@ -3,6 +3,7 @@
 import glob
 import math
 
+import numpy as np
 from tensorboardX.proto import event_pb2
 
 from grounding_jax import metrics_writer
@@ -93,3 +94,19 @@ def test_an_unterminated_last_row_is_kept_and_ended(tmp_path):
   w.write(2, {"loss": 2.0})
   w.close()
   assert [r["step"] for r in metrics_writer.read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2]
+
+
+def test_compile_time_counts_wall_time_covered_once(monkeypatch):
+  """Compile events that overlap (compile_ahead's thread while the step samples) or nest (traces)
+  count once: the total equals the union of their spans (a fine grid as the reference), so a step's
+  time/compile never exceeds its time/step."""
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    monkeypatch.setattr(metrics_writer, "_compile_spans", [])
+    spans = [(s, s + d) for s, d in zip(rng.uniform(0, 10, 8), rng.uniform(0, 3, 8))]
+    total = sum(metrics_writer._cover(s, e) for s, e in spans)
+    grid = np.linspace(0, 14, 140_001)
+    covered = np.zeros_like(grid, bool)
+    for s, e in spans:
+      covered |= (grid >= s) & (grid <= e)
+    np.testing.assert_allclose(total, covered.mean() * 14, atol=1e-3)

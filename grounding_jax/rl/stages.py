@@ -26,6 +26,7 @@ import optax
 from flax import nnx
 
 from grounding_jax import metrics_writer
+from grounding_jax import perf as perf_lib
 from grounding_jax import recipes
 from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
@@ -161,7 +162,18 @@ class Stage:
   def step(self, run: Run, key, global_step: int, params, rest, opt_state, ref_params
            ) -> tuple[dict, Any, Any]:
     """One GRPO step: collect the groups, run the update; returns (metrics, params, opt_state).
-    `global_step` (the run's steps before this one) seeds the update's mini-batch order."""
+    `global_step` (the run's steps before this one) seeds the update's mini-batch order. The step
+    numbered perf.profile_step (from 1) is traced into perf.profile_dir when that is set."""
+    profile = self.view.perf
+    if not (profile.profile_dir and global_step + 1 == profile.profile_step):
+      return self._step(run, key, global_step, params, rest, opt_state, ref_params)
+    with perf_lib.trace(profile.profile_dir):
+      out = self._step(run, key, global_step, params, rest, opt_state, ref_params)
+      jax.block_until_ready(out[1:])  # the trace ends when the step's device work does
+    return out
+
+  def _step(self, run: Run, key, global_step: int, params, rest, opt_state, ref_params
+            ) -> tuple[dict, Any, Any]:
     t_start, compiled_before = time.perf_counter(), metrics_writer.compile_seconds()
     if run.perf is not None:
       run.perf.begin_step()

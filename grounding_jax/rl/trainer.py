@@ -25,7 +25,6 @@ from flax import nnx
 
 from grounding_jax import checkpoints
 from grounding_jax import metrics_writer
-from grounding_jax import perf as perf_lib
 from grounding_jax.models import lora
 from grounding_jax.rl import health as health_lib
 from grounding_jax.rl import host_batch
@@ -137,12 +136,8 @@ class Trainer:
             if max_steps is not None and done_here >= max_steps:
               return self.history
             rng, step_key = jax.random.split(rng)
-            profiling = bool(c.perf.profile_dir) and global_step + 1 == c.perf.profile_step
-            with perf_lib.trace(c.perf.profile_dir if profiling else None):  # one step's trace
-              metrics, self.params, opt_state = st.step(self.run, step_key, global_step,
-                                                        self.params, self.rest, opt_state, ref_params)
-              if profiling:  # the trace ends when the step's device work does
-                jax.block_until_ready((self.params, opt_state))
+            metrics, self.params, opt_state = st.step(self.run, step_key, global_step, self.params,
+                                                      self.rest, opt_state, ref_params)
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics, setup_times = {**metrics, "stage": float(stage_idx), **setup_times}, {}
             metrics = health.observe(global_step, metrics, self.params,

@@ -1,5 +1,5 @@
-"""launch/train.py prints the start-up memory report, and stops a run whose updates keep turning
-non-finite, or a config with bad values, with exit code 1 and its error alone (no traceback), the
+"""launch/train.py prints the start-up memory report, traces the step --profile_dir asks for, and
+stops a run whose updates keep turning non-finite, or a config with bad values, with exit code 1 and its error alone (no traceback), the
 step's metrics logged. (The default config's successful run through the launcher is
 tests/configs/test_configs.py.)"""
 
@@ -18,9 +18,12 @@ def test_a_run_of_nonfinite_updates_exits_1_with_one_error_line(tiny_smollm2_dir
          f"--config.model.path={tiny_smollm2_dir}", "--config.stages[0].num_steps=2",
          "--config.rollout.max_new_tokens=4", "--config.reward.num_workers=0",
          "--config.optimizer.learning_rate=1e39",  # overflows float32: every update is non-finite
-         "--config.health.max_consecutive_nonfinite=1"]
+         "--config.health.max_consecutive_nonfinite=1",
+         # --profile_dir: a jax.profiler trace of step config.perf.profile_step, files on disk
+         "--config.perf.profile_step=1", f"--profile_dir={tmp_path / 'prof'}"]
   proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
   assert proc.returncode == 1, proc.stderr[-3000:]
+  assert list((tmp_path / "prof").glob("plugins/profile/*/*.xplane.pb"))
   # Before step 1, the start-up report (config.perf.startup_report) says what each program needs.
   report = proc.stdout[proc.stdout.index("peak memory per device"):]
   assert "update (gradient of one micro-batch):" in report and "sampler KV cache:" in report
@@ -45,16 +48,3 @@ def test_bad_config_values_exit_1_naming_each_before_anything_is_written(tmp_pat
                "config.rollout.group_size=1", "config.model.compute_dtype='float64'"):
     assert line in proc.stderr
   assert not workdir.exists()
-
-
-def test_profile_dir_writes_a_trace_of_the_chosen_step(tiny_smollm2_dir, tmp_path):
-  """--profile_dir: a jax.profiler trace of step config.perf.profile_step, files on disk."""
-  cmd = [sys.executable, str(ROOT / "launch" / "train.py"),
-         f"--config={ROOT / 'configs' / 'synthetic_smollm2.py'}", f"--workdir={tmp_path / 'run'}",
-         f"--config.model.path={tiny_smollm2_dir}", "--config.stages[0].num_steps=1",
-         "--config.rollout.max_new_tokens=4", "--config.reward.num_workers=0",
-         "--config.perf.startup_report=false", "--config.perf.profile_step=1",
-         f"--profile_dir={tmp_path / 'prof'}"]
-  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert list((tmp_path / "prof").glob("plugins/profile/*/*.xplane.pb"))
