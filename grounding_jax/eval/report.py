@@ -59,35 +59,33 @@ def _fmt(v: Any) -> str:
   return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def table(recipe_name: str, results: Sequence[ModelResult],
-          intervals: Sequence[Mapping[str, bootstrap.Interval]]) -> str:
-  """The markdown table (one row per model)."""
-  recipe = recipes.get_recipe(recipe_name)
-  cols = columns(recipe_name, results)
-  deltas = [recipe.headline_metric, "reward"]
+def _markdown_table(results: Sequence[ModelResult],
+                    intervals: Sequence[Mapping[str, bootstrap.Interval]], cols: Sequence[str],
+                    deltas: Sequence[str]) -> str:
+  """One row per model: its `cols`, then each of `deltas` as an interval against the first model."""
   deltas = [d for d in deltas if any(d in iv for iv in intervals)]
-  head = ["model"] + [LABELS.get(c, c) for c in cols] + [f"Δ{d} vs first [95% CI]" for d in deltas]
+  head = (["model"] + [LABELS.get(c, c) for c in cols]
+          + [f"Δ{LABELS.get(d, d)} vs first [95% CI]" for d in deltas])
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for r, iv in zip(results, intervals):
     cells = [r.name] + [_fmt(r.metrics.get(c)) for c in cols]
     cells += [str(iv[d]) if d in iv else "—" for d in deltas]
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
+
+
+def table(recipe_name: str, results: Sequence[ModelResult],
+          intervals: Sequence[Mapping[str, bootstrap.Interval]]) -> str:
+  """The markdown table (one row per model): the recipe's columns, then Δ headline and Δ reward."""
+  recipe = recipes.get_recipe(recipe_name)
+  return _markdown_table(results, intervals, columns(recipe_name, results),
+                         [recipe.headline_metric, "reward"])
 
 
 def selective_table(results: Sequence[ModelResult],
                     intervals: Sequence[Mapping[str, bootstrap.Interval]]) -> str:
   """The selective-prediction table: selective.METRICS of each model, then Δ vs the first model."""
-  cols = list(selective.METRICS)
-  deltas = [c for c in cols if any(c in iv for iv in intervals)]
-  head = (["model"] + [LABELS[c] for c in cols]
-          + [f"Δ{LABELS[d]} vs first [95% CI]" for d in deltas])
-  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-  for r, iv in zip(results, intervals):
-    cells = [r.name] + [_fmt(r.metrics.get(c)) for c in cols]
-    cells += [str(iv[d]) if d in iv else "—" for d in deltas]
-    lines.append("| " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  return _markdown_table(results, intervals, list(selective.METRICS), list(selective.METRICS))
 
 
 def markdown(recipe_name: str, results: Sequence[ModelResult],
