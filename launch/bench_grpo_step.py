@@ -116,9 +116,8 @@ def _setup():
   if _MODEL_SHAPE.value and _MODEL_DIR.value:
     raise app.UsageError("--model_dir and --model_shape exclude each other")
   if _MODEL_SHAPE.value:
-    tok = load_tokenizer(_TOKENIZER_DIR.value or gguf_convert.prepare_smollm2())
-    vocab = len(tok) if _SHAPE_VOCAB.value == -1 else _SHAPE_VOCAB.value
-    model_dir = shapes.shape_config(_MODEL_SHAPE.value, vocab_size=vocab or None)
+    model_dir, tok, _ = shapes.config_and_tokenizer(_MODEL_SHAPE.value, _TOKENIZER_DIR.value,
+                                                    _SHAPE_VOCAB.value)
   else:
     model_dir = _MODEL_DIR.value or gguf_convert.prepare_smollm2()
     tok = load_tokenizer(model_dir)

@@ -240,10 +240,8 @@ def _model_and_tokenizer():
   if _MODEL_SHAPE.value:
     if _MODEL_DIR.value:
       raise app.UsageError("--model_dir and --model_shape exclude each other")
-    tokenizer_dir = _TOKENIZER_DIR.value or str(gguf_convert.prepare_smollm2())
-    tokenizer = load_tokenizer(tokenizer_dir)
-    vocab = len(tokenizer) if _SHAPE_VOCAB.value == -1 else _SHAPE_VOCAB.value
-    config = shapes.shape_config(_MODEL_SHAPE.value, vocab_size=vocab or None)
+    config, tokenizer, tokenizer_dir = shapes.config_and_tokenizer(
+        _MODEL_SHAPE.value, _TOKENIZER_DIR.value, _SHAPE_VOCAB.value)
     model = shapes.random_model(config, dtype=dtype) if _OURS.value else None
     return model, config, tokenizer, None, tokenizer_dir
   model_dir = _MODEL_DIR.value or str(gguf_convert.prepare_smollm2())

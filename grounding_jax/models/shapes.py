@@ -23,6 +23,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from grounding_jax import parallel
+from grounding_jax.models import gguf_convert
+from grounding_jax.models import tokenizer as tokenizer_lib
 from grounding_jax.models.config import ModelConfig
 from grounding_jax.models.transformer import Transformer
 
@@ -104,3 +106,13 @@ def hf_random_model(config: ModelConfig, dtype: str = "float32", device: str = "
     model = transformers.AutoModelForCausalLM.from_config(hf, dtype=getattr(torch, dtype))
   return model.eval()
 
+
+def config_and_tokenizer(name: str, tokenizer_dir: str | None = None, vocab_size: int = 0
+                         ) -> tuple[ModelConfig, Any, str]:
+  """(ModelConfig of shape `name`, a tokenizer, its folder), as the benches' --model_shape takes them:
+  the tokenizer from `tokenizer_dir` (default SmolLM2's, prepared offline); `vocab_size` 0 keeps the
+  shape's vocabulary, -1 takes the tokenizer's, any other value replaces it."""
+  tokenizer_dir = str(tokenizer_dir or gguf_convert.prepare_smollm2())
+  tokenizer = tokenizer_lib.load_tokenizer(tokenizer_dir)
+  vocab = len(tokenizer) if vocab_size == -1 else vocab_size
+  return shape_config(name, vocab_size=vocab or None), tokenizer, tokenizer_dir
