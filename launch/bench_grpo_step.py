@@ -234,7 +234,7 @@ def update_memory(model_dir, tok, texts):
   LoRA of rank --lora_rank; printed with their ratio. Compiles only (abstract arguments)."""
   import jax
   import jax.numpy as jnp
-  from grounding_jax import models, optim, perf, sampling
+  from grounding_jax import optim, perf, sampling
   from grounding_jax.models import lora
   from grounding_jax.rl import config as config_lib
   from grounding_jax.rl import update as update_lib
