@@ -1,0 +1,51 @@
+"""What the multi-turn sampler asks of a tool: a retriever called inside the rollout.
+
+Search-R1 (arXiv 2503.09516, §3.1 and its template, Table 1): the policy writes a query between
+`<search>` and `</search>`; generation stops there, the host runs the query, and the retrieved
+passages go back into the context between `<information>` and `</information>`, after which the
+policy continues. The sampler only needs what is here: a callable from queries to results, and the
+tags. Retrievers that satisfy `Tool` live in grounding_jax/tools/; a recipe names its tags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol, Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolResult:
+  """One query's answer: the text the policy reads, and what it came from."""
+  text: str                       # goes between the result tags (formatted passages)
+  doc_ids: tuple[str, ...] = ()   # the retrieved passages' ids: retrieval recall of the gold passage
+  error: str = ""                 # non-empty when the call failed and on_error chose to go on
+
+
+class Tool(Protocol):
+  """A batch of queries in, one ToolResult per query out (in order). A tool handles its own failures
+  (timeouts, retries, `on_error`); it raises only when told to."""
+
+  def __call__(self, queries: Sequence[str]) -> list[ToolResult]:
+    ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolFormat:
+  """The tags of a tool call and of its result (Search-R1's by default)."""
+  call_open: str = "<search>"
+  call_close: str = "</search>"
+  result_open: str = "<information>"
+  result_close: str = "</information>"
+
+  def wrap(self, result: ToolResult) -> str:
+    """The text inserted into the context after a call (Search-R1 puts blank lines around it)."""
+    return f"\n\n{self.result_open}{result.text}{self.result_close}\n\n"
+
+  def query(self, text: str) -> str | None:
+    """The query of the last call in `text` if `text` ends with a closed call, else None."""
+    stripped = text.rstrip()
+    if not stripped.endswith(self.call_close):
+      return None
+    body = stripped[:-len(self.call_close)]
+    start = body.rfind(self.call_open)
+    return None if start < 0 else body[start + len(self.call_open):].strip()
