@@ -137,14 +137,16 @@ class TruthRLReward(base.RewardFn):
   Options: scheme ("ternary" | "binary" | "knowledge_enhanced"), base_scheme (the scheme on non-OOK
   questions under knowledge_enhanced), judge (required: a CorrectnessJudge, or a judge spec for
   judges.build such as dict(kind="openai", ...), dict(kind="llm", path=...) or "exact_match"),
-  abstain_reward (0; the v2 sweep used −0.5 / 0 / +0.5), invalid_question ("penalize" | "gold"),
-  box ("last" | "first" | "first_regex"; see text.tags.extract_boxed).
+  abstain_reward (0; the v2 sweep used −0.5 / 0 / +0.5), abstain_reward_answerable (None = abstain_reward,
+  the paper; else the reward of an abstention on a question whose passages hold the answer,
+  example.answerable True: ours, against the refusal corner, docs/training.md), invalid_question
+  ("penalize" | "gold"), box ("last" | "first" | "first_regex"; see text.tags.extract_boxed).
   Components: one 0/1 column per outcome in OUTCOMES.
   """
 
   def __init__(self, scheme: str = "ternary", base_scheme: str = "ternary", judge: Any = None,
                abstain_reward: float = 0.0, invalid_question: str = "penalize", box: str = "last",
-               reasoning: str | None = None, reasoning_weight: float = 0.5):
+               abstain_reward_answerable: float | None = None, reasoning: str | None = None, reasoning_weight: float = 0.5):
     if scheme not in _SCHEMES:
       raise ValueError(f"truthrl: scheme={scheme!r}; use one of {_SCHEMES}.")
     if base_scheme not in ("ternary", "binary"):
@@ -156,6 +158,9 @@ class TruthRLReward(base.RewardFn):
       raise ValueError(f"truthrl: box={box!r}; use 'last', 'first' or 'first_regex'.")
     if not -1.0 <= abstain_reward <= 1.0:
       raise ValueError(f"truthrl: abstain_reward={abstain_reward} must be in [-1, 1].")
+    if abstain_reward_answerable is not None and not -1.0 <= abstain_reward_answerable <= 1.0:
+      raise ValueError(f"truthrl: abstain_reward_answerable={abstain_reward_answerable} must be None "
+                       "or in [-1, 1].")
     if reasoning not in (None, "multiplicative", "additive", "conditional"):
       raise ValueError(f"truthrl: reasoning={reasoning!r}; use None, 'multiplicative', 'additive' "
                        "or 'conditional'.")
@@ -177,6 +182,8 @@ class TruthRLReward(base.RewardFn):
       _warn_exact_match()
     self.scheme, self.base_scheme, self.judge = scheme, base_scheme, judge
     self.abstain_reward, self.invalid_question, self.box = float(abstain_reward), invalid_question, box
+    self.abstain_reward_answerable = (None if abstain_reward_answerable is None
+                                      else float(abstain_reward_answerable))
     self.reasoning, self.reasoning_weight = reasoning, float(reasoning_weight)
     self.name = {"ternary": "truthrl", "binary": "truthrl_binary",
                  "knowledge_enhanced": "truthrl_knowledge"}[scheme]
@@ -243,6 +250,9 @@ class TruthRLReward(base.RewardFn):
       else:
         scheme = self.base_scheme if self.scheme == "knowledge_enhanced" else self.scheme
         reward[i] = self._outcome_reward(outcome, scheme)
+        if (outcome == "abstain" and scheme == "ternary" and self.abstain_reward_answerable is not None
+            and examples[i].answerable is True):
+          reward[i] = self.abstain_reward_answerable
     comp = {k: np.array([o == k for o in outcomes], dtype=np.float64) for k in OUTCOMES}
     if self.reasoning is not None:
       r_reason = np.asarray(base.require_extra(self.name, extra, "reasoning_scores", n), np.float64)

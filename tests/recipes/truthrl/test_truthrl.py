@@ -12,8 +12,8 @@ from ..fakes import ContainsJudge
 EM = "exact_match"  # the judge spec of the offline runs (a reward option; see the judge tests below)
 
 
-def ex(*answers, ook=None, id="t"):
-  return Example(question="q?", answers=answers, id=id,
+def ex(*answers, ook=None, id="t", answerable=None):
+  return Example(question="q?", answers=answers, id=id, answerable=answerable,
                  meta={} if ook is None else {"ook": ook})
 
 
@@ -86,6 +86,17 @@ def test_abstain_reward_option_and_missing_answers():
                                                    [ex("a")])["reward"][0] == 0.5
   with pytest.raises(ValueError, match=r"noans.*answers"):
     get_reward("truthrl", judge=EM)(["\\boxed{x}"], [Example(question="q", id="noans")])
+
+
+def test_abstain_reward_answerable_prices_only_abstentions_with_the_answer_in_the_passages():
+  idk, wrong, right = "\\boxed{I don't know}", "\\boxed{b}", "\\boxed{a}"
+  rows = [ex("a", answerable=True), ex("a", answerable=False), ex("a")]
+  fn = get_reward("truthrl", judge=EM, abstain_reward_answerable=-0.5)
+  np.testing.assert_array_equal(fn([idk] * 3, rows)["reward"], [-0.5, 0.0, 0.0])  # None: unlabelled
+  np.testing.assert_array_equal(fn([right, wrong, right], rows)["reward"], [1.0, -1.0, 1.0])
+  assert get_reward("truthrl", judge=EM)([idk], rows[:1])["reward"][0] == 0.0  # the paper's default
+  with pytest.raises(ValueError, match="abstain_reward_answerable"):
+    get_reward("truthrl", judge=EM, abstain_reward_answerable=2.0)
 
 
 @pytest.mark.parametrize("text,select,expected", [
