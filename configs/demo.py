@@ -104,7 +104,10 @@ EVAL_QUESTIONS = 128  # CPU budget: ~42 s an evaluation on the idle CPU; interva
 MAX_NEW_TOKENS = 96   # a two-hop gold completion (think + box) is ~75 SmolLM2 tokens
 MAX_PROMPT_TOKENS = 1024  # TruthRL's prompt over 3 synthetic passages: 330-377 tokens
 GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 cores)
-PRESETS = ("sft", "sft2", "dev", "runlocal")
+PRESETS = ("sft", "sft2", "dev", "runlocal", "contrast")
+# `:key=value` presets: world=N (the world seed); abstain_answerable=X (TruthRL's reward for an
+# abstention whose passages hold the answer, recipes/truthrl: abstain_reward_answerable).
+VALUED = ("world", "abstain_answerable")
 
 
 def _data(seed: int) -> dict:
@@ -178,18 +181,30 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   return c
 
 
+def _valued(arg: str, parts: list[str]) -> dict[str, str]:
+  """The `key=value` presets of `parts` (each key at most once)."""
+  out = {}
+  for part in parts:
+    key, _, value = part.partition("=")
+    if key in out:
+      raise ValueError(f"configs/demo.py:{arg}: {key}= given twice")
+    out[key] = value
+  return out
+
+
 def get_config(arg=None):
   parts = [p for p in (arg or "").split(",") if p]
-  worlds = [p for p in parts if p.startswith("world=")]
-  unknown = [p for p in parts if p not in PRESETS and p not in worlds]
+  valued = _valued(arg, [p for p in parts if p.partition("=")[0] in VALUED and "=" in p])
+  unknown = [p for p in parts if p not in PRESETS and p.partition("=")[0] not in valued]
   if unknown:
     raise ValueError(f"configs/demo.py:{arg}: unknown preset(s) {unknown}; expected a comma-separated "
-                     f"subset of {PRESETS} and at most one world=N (N an integer seed)")
-  if len(worlds) + ("dev" in parts) > 1:
+                     f"subset of {PRESETS} and at most one of each of " +
+                     ", ".join(f"{k}=..." for k in VALUED) + " (world=N: an integer seed)")
+  if ("world" in valued) + ("dev" in parts) > 1:
     raise ValueError(f"configs/demo.py:{arg}: name one world: dev, or world=N, not both")
   seed = DEV_SEED if "dev" in parts else WORLD_SEED
-  if worlds:
-    value = worlds[0].partition("=")[2]
+  if "world" in valued:
+    value = valued["world"]
     if not value.isdigit():
       raise ValueError(f"configs/demo.py:{arg}: world={value!r} must be a non-negative integer seed")
     seed = int(value)
@@ -197,4 +212,14 @@ def get_config(arg=None):
     raise ValueError(f"configs/demo.py:{arg}: name one SFT pass: sft or sft2, not both")
   if "sft" in parts or "sft2" in parts:
     return sft_config(seed, second="sft2" in parts)
-  return grpo_config(seed)
+  c = grpo_config(seed)
+  if "contrast" in parts:  # each question under gold kept / gold removed, one baseline (issue 34)
+    c.stages[0].data.evidence_contrast = "gold_removed"
+  if "abstain_answerable" in valued:
+    try:
+      value = float(valued["abstain_answerable"])
+    except ValueError:
+      raise ValueError(f"configs/demo.py:{arg}: abstain_answerable={valued['abstain_answerable']!r} "
+                       "must be a number in [-1, 1]") from None
+    c.reward.functions[0].options.abstain_reward_answerable = value
+  return c
