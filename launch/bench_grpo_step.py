@@ -329,6 +329,7 @@ def run_trl(model_dir, tok, examples, texts):
 
 def _report_ours(tr, hist, ceilings) -> dict:
   """Prints our steps (times, perf/, update MFU against the ceilings); returns their figures."""
+  from grounding_jax.models import attention
   from grounding_jax.rl import step_perf
   for i, h in enumerate(hist, start=1):
     print(f"grounding_jax step {i}: total {h['time/step']:.2f}s = sample {h['time/sample']:.2f}s + "
@@ -339,6 +340,9 @@ def _report_ours(tr, hist, ceilings) -> dict:
       print(f"  perf: {step_perf.summary(h)}")
       print(f"  update: {h['perf/update_tflop']:.3f} TFLOP in {h['time/update']:.2f}s, "
             f"{ceilings.fractions(h['perf/update_tflop'] * 1e12, h['time/update'])}")
+  kernel = attention.kernel_choice(tr.model.config.attention_implementation, tr.model.config.head_dim,
+                                  _DTYPE.value)
+  print(f"attention kernel (ours): {kernel}")
   steady = hist[1:]
   median = lambda key: float(np.median([h[key] for h in steady]))
   ours = median("time/step")
@@ -348,7 +352,8 @@ def _report_ours(tr, hist, ceilings) -> dict:
   out = dict(step_s=ours, sample_s=median("time/sample"), update_s=median("time/update"),
              steady_step_s=float(np.median([h["time/step"] - h["time/compile"] for h in steady])),
              completion_mean=float(np.mean([h["completion_length/mean"] for h in steady])),
-             first_step_s=hist[0]["time/step"], first_step_compile_s=hist[0]["time/compile"])
+             first_step_s=hist[0]["time/step"], first_step_compile_s=hist[0]["time/compile"],
+             attention=kernel)
   if "perf/update_tflop" in steady[0]:
     rate = median("perf/update_tflop") * 1e12 / out["update_s"]
     out.update(update_tflop=median("perf/update_tflop"),

@@ -165,6 +165,7 @@ def _print_ours(ours: dict, config, ceilings, itemsize: int) -> dict:
 def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsize: int,
           profile_dir) -> dict:
   """Times one case; prints its lines and a RESULT line; returns its figures."""
+  from grounding_jax.models import attention
   prompts = _prompts(tokenizer, passages, n)
   lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
   n_new, temp, g = _MAX_NEW_TOKENS.value, _TEMPERATURE.value, _GROUP.value
@@ -173,8 +174,10 @@ def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsiz
   print(f"--- case {passages}x{n}: {n} {_RECIPE.value} prompts of {passages} passages x G={g}, "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), {n_new} new tokens, "
         f"temperature={temp}, dtype={_DTYPE.value}", flush=True)
+  kernel = attention.kernel_choice(config.attention_implementation, config.head_dim, _DTYPE.value)
+  print(f"attention kernel (ours): {kernel}", flush=True)
   result = dict(case=f"{passages}x{n}", group_size=g, prompt_tokens_mean=float(np.mean(lengths)),
-                new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value,
+                new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value, attention=kernel,
                 ceilings=dataclasses.asdict(ceilings) if ceilings else None)
   ours = dict(seconds=[], stats=[], tokens=len(prompts) * g * n_new)
   if model is not None:

@@ -112,6 +112,8 @@ def table(results: dict) -> str:
        f" GB/s, {c.get('dtype', '')} matmul "
        f"{_num(c.get('matmul_flops') and c['matmul_flops'] / 1e12, '{:.1f}')} TFLOP/s", f"datasheet {_num(c.get('datasheet_flops') and c['datasheet_flops'] / 1e12, '{:.0f}')}"
        f" TFLOP/s", c.get("device_kind", "")),
+      ("attention kernel (sampler / update)", f"{get('sampler_ours', 'attention') or '—'} / "
+       f"{get('grpo_ours', 'ours', 'attention') or '—'}", "", ""),
       (f"sampler {prompts} × G{run.get('group_size', '?')} × {run.get('new_tokens', '?')}: tokens/s", _num(s_ours, "{:,.0f}"),
        f"transformers generate {_num(s_peer, '{:,.0f}')}", ratio(s_ours, s_peer)),
       ("decode ms/step", f"{_num(get('sampler_ours', 'ours', 'decode_ms_per_step'))} = "

@@ -138,6 +138,20 @@ def cudnn_unsupported(q_bthd: jax.Array, k: jax.Array, keys: int,
   return None
 
 
+def kernel_choice(implementation: str, head_dim: int, dtype) -> str:
+  """What attention runs on this backend for a model's head_dim and compute dtype, in words, for a
+  benchmark's output: e.g. "cudnn (decode, grouped cache prefix: xla)" or "xla". An odd query or
+  key count still falls back from "auto" to "xla" call by call."""
+  name = resolve_implementation(implementation)
+  if name != "cudnn":
+    return name
+  probe = jnp.zeros((1, 2, 1, head_dim), dtype)
+  why_not = cudnn_unsupported(probe, probe, 2)
+  if why_not and implementation == "auto":
+    return f"xla (auto: {why_not})"
+  return "cudnn (decode, grouped cache prefix: xla)"
+
+
 def _cudnn_max_head_dim() -> int:
   """256 on Hopper (compute capability 9.0) and later, else 128 (as JAX's cuDNN wrapper checks)."""
   capability = getattr(jax.devices()[0], "compute_capability", "0.0")

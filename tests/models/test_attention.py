@@ -184,6 +184,16 @@ def test_cudnn_shape_checks_say_why():
   assert "JAX's backend here is 'tpu'" in attention.cudnn_unsupported(q16, k16, 6, "tpu")
 
 
+def test_kernel_choice_in_words():
+  """What the benchmarks print: "auto" is "xla" here; on a GPU, cuDNN or why not."""
+  if jax.default_backend() != "gpu":
+    assert attention.kernel_choice("auto", 64, "bfloat16") == "xla"
+  else:
+    assert attention.kernel_choice("auto", 64, "bfloat16").startswith("cudnn")
+    assert attention.kernel_choice("auto", 64, "float32").startswith("xla (auto: cuDNN needs")
+  assert attention.kernel_choice("xla", 64, "bfloat16") == "xla"
+
+
 _LIBRARY_XLA = functools.partial(attention._cudnn, library="xla")
 
 
