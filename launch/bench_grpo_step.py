@@ -91,6 +91,8 @@ _MICRO = flags.DEFINE_integer("micro_batch_size", 4, "Completions per gradient-a
 _STEPS = flags.DEFINE_integer("steps", 3, "GRPO steps per trainer; all but the first are timed.")
 _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the backward pass "
                            "(gradient checkpointing), on both sides.")
+_ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: model.attention (models/attention.py: "
+                                 "auto, xla or cudnn), to compare kernels on one device.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Compute dtype on both sides: ours model.compute_dtype (float32 master "
                            "weights), TRL bf16=True (autocast; float32 master weights).")
@@ -131,6 +133,7 @@ def _config(model_dir, workdir: str, num_steps: int):
   c = config_lib.default_config()
   c.workdir = workdir
   c.model.path = "" if _MODEL_SHAPE.value else str(model_dir)  # a shape: the model is passed in
+  c.model.attention = _ATTENTION.value
   if _PROFILE_DIR.value:
     c.perf.profile_dir, c.perf.profile_step = _PROFILE_DIR.value, _PROFILE_STEP.value
   c.mesh.fsdp = 1
@@ -154,14 +157,16 @@ def _config(model_dir, workdir: str, num_steps: int):
 
 def _load(model_dir):
   """Ours: float32 master weights from the HF folder, or random ones of --model_shape's config."""
+  import dataclasses
   import jax.numpy as jnp
   from grounding_jax import models
   from grounding_jax.models import shapes
   kw = dict(remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
             compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
   if isinstance(model_dir, models.ModelConfig):
-    return shapes.random_model(model_dir, **kw)
-  return models.load_pretrained(model_dir, **kw)
+    config = dataclasses.replace(model_dir, attention_implementation=_ATTENTION.value)
+    return shapes.random_model(config, **kw)
+  return models.load_pretrained(model_dir, attention_implementation=_ATTENTION.value, **kw)
 
 
 def _trainer(c, model_dir, tok, examples, texts):

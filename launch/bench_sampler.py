@@ -59,6 +59,8 @@ _RECIPE = flags.DEFINE_string(
 _CASES = flags.DEFINE_list("cases", ["5x32", "64x8"], "PxN: N prompts of P passages each.")
 _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Tokens generated per prompt.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
+_ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: the attention kernel (models/attention.py"
+                                 ": auto, xla or cudnn), to compare kernels on one device.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Weights and compute of both engines (ours: load_pretrained(dtype=); "
                            "transformers: from_pretrained(dtype=)).")
@@ -245,10 +247,11 @@ def _model_and_tokenizer():
       raise app.UsageError("--model_dir and --model_shape exclude each other")
     config, tokenizer, tokenizer_dir = shapes.config_and_tokenizer(
         _MODEL_SHAPE.value, _TOKENIZER_DIR.value, _SHAPE_VOCAB.value)
+    config = dataclasses.replace(config, attention_implementation=_ATTENTION.value)
     model = shapes.random_model(config, dtype=dtype) if _OURS.value else None
     return model, config, tokenizer, None, tokenizer_dir
   model_dir = _MODEL_DIR.value or str(gguf_convert.prepare_smollm2())
-  model = load_pretrained(model_dir, dtype=dtype)
+  model = load_pretrained(model_dir, dtype=dtype, attention_implementation=_ATTENTION.value)
   return (model if _OURS.value else None), model.config, load_tokenizer(model_dir), model_dir, model_dir
 
 

@@ -48,7 +48,7 @@ def test_grpo_bench_at_the_tiny_shape_prints_update_mfu_and_traces_a_step(tiny_s
   out, results = _run("bench_grpo_step.py", "--recipe=grace", "--model_shape=tiny",
                       f"--tokenizer_dir={tiny_smollm2_dir}", "--prompts=2", "--group_size=2",
                       "--max_new_tokens=4", "--micro_batch_size=2", "--steps=2", "--trl=false",
-                      "--resume=false", f"--profile_dir={tmp_path / 'prof'}")
+                      "--resume=false", f"--profile_dir={tmp_path / 'prof'}", "--attention=xla")
   assert "ceilings (cpu, measured now)" in out
   assert "update: " in out and "of measured matmul, n/a of datasheet" in out
   assert "attention kernel (ours): xla" in out
@@ -81,6 +81,8 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
                                   first_step_s=42.6, first_step_compile_s=62.7,
                                   attention="cudnn (decode, grouped cache prefix: xla)")),
       "grpo_trl": None,
+      "sampler_xla": dict(case="5x16", ours=dict(tokens_per_s=30000.0)),
+      "grpo_xla": dict(ours=dict(step_s=5.0, update_s=3.9)),
   }
   text = suite.table(results)
   assert "| sampler 16 × G8 × 256: tokens/s | 35,699 | transformers generate 3,567 | 10.0× |" in text
@@ -89,5 +91,6 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
   assert "TRL GRPOTrainer — | — |" in text  # the failed stage
   assert "copy 4,300 GB/s, bfloat16 matmul 780.0 TFLOP/s | datasheet 989 TFLOP/s | NVIDIA H200" in text
   assert ("| attention kernel (sampler / update) | cudnn (decode, grouped cache prefix: xla) / "
-          "cudnn (decode, grouped cache prefix: xla) |") in text
+          "cudnn (decode, grouped cache prefix: xla) | with 'xla': 30,000 tokens/s, step 5.00 s "
+          "(update 3.90) |") in text
   assert len(text.splitlines()) == 11
