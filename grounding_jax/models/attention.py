@@ -88,7 +88,10 @@ def attention(q_bthd: jax.Array, k: jax.Array, v: jax.Array, mask_bts: jax.Array
     raise ValueError(f"kv_layout={kv_layout!r}; expected one of {KV_LAYOUTS}.")
   name = resolve_implementation(implementation)
   if name == "cudnn":
-    why_not = cudnn_unsupported(q_bthd, k, mask_bts.shape[-1])
+    # Only the calls `_cudnn` hands to cuDNN are held to its limits; the backend always is.
+    fused = not _cudnn_runs_xla(q_bthd, kv_layout, prefix)
+    keys = mask_bts.shape[-1] + (prefix[0].shape[1] if prefix is not None else 0)
+    why_not = cudnn_unsupported(q_bthd, k, keys) if fused else cudnn_unsupported(None, None, 0)
     if why_not and implementation == "auto":
       name = "xla"
     elif why_not:
@@ -114,9 +117,10 @@ def resolve_implementation(implementation: str, backend: str | None = None) -> s
   return _AUTO.get(backend or jax.default_backend(), "xla")
 
 
-def cudnn_unsupported(q_bthd: jax.Array, k: jax.Array, keys: int,
+def cudnn_unsupported(q_bthd: jax.Array | None, k: jax.Array | None, keys: int,
                       backend: str | None = None) -> str | None:
-  """Why cuDNN's fused attention cannot run these queries and keys ("" or None: it can).
+  """Why cuDNN's fused attention cannot run these queries and keys (None: it can; q_bthd None:
+  only the backend is checked).
 
   The conditions are those jax.nn.dot_product_attention(implementation="cudnn") checks (cuDNN
   flash attention with a bias): a GPU, bf16/fp16 inputs of one dtype, head_dim a multiple of 8 and
@@ -127,6 +131,8 @@ def cudnn_unsupported(q_bthd: jax.Array, k: jax.Array, keys: int,
   backend = backend or jax.default_backend()
   if backend != "gpu":
     return f"cuDNN runs on a GPU only, and JAX's backend here is {backend!r}"
+  if q_bthd is None:  # the backend alone
+    return None
   if q_bthd.dtype not in (jnp.bfloat16, jnp.float16) or k.dtype != q_bthd.dtype:
     return f"cuDNN needs bfloat16 or float16 queries and keys, not {q_bthd.dtype} / {k.dtype}"
   head_dim, most = q_bthd.shape[-1], _cudnn_max_head_dim()
@@ -179,7 +185,7 @@ def _cudnn(q_bthd, k, v, mask_bts, *, kv_layout, prefix, query_chunk, library="c
   once per group, which one fused call over [prefix | row] keys cannot. query_chunk is unused:
   the fused kernel never holds [T, S] scores.
   """
-  if kv_layout == "bksd" and (prefix is not None or q_bthd.shape[1] == 1):
+  if _cudnn_runs_xla(q_bthd, kv_layout, prefix):
     return _xla(q_bthd, k, v, mask_bts, kv_layout=kv_layout, prefix=prefix, query_chunk=query_chunk)
   if prefix is not None:
     k, v, mask_bts = _prepend_prefix(k, v, mask_bts, *prefix)
@@ -188,6 +194,11 @@ def _cudnn(q_bthd, k, v, mask_bts, *, kv_layout, prefix, query_chunk, library="c
   out = jax.nn.dot_product_attention(q_bthd, k, v, mask=mask_bts[:, None],
                                      implementation=library)
   return out.astype(v.dtype)
+
+
+def _cudnn_runs_xla(q_bthd, kv_layout: str, prefix) -> bool:
+  """Whether "cudnn" runs this call as "xla": a decode step or a prefix over a head-major cache."""
+  return kv_layout == "bksd" and (prefix is not None or q_bthd.shape[1] == 1)
 
 
 # The kernels `attention` may run, by implementation name; a fused kernel is one more entry here

@@ -237,6 +237,31 @@ def test_cudnn_kernel_code_on_cpu_shared_prefixes():
                                 np.asarray(attention._xla(qc, k_c, v_c, own, **cached)))
 
 
+def test_dispatch_as_on_a_gpu(monkeypatch):
+  """`attention`'s choices as a GPU backend would see them (the backend faked, cuDNN replaced by
+  JAX's XLA attention): "auto" takes the fused kernel for bf16 at even lengths and falls back to
+  ours otherwise; "cudnn" runs decode over a cache as ours, and raises for a dtype cuDNN lacks."""
+  calls = []
+  monkeypatch.setattr(attention.jax, "default_backend", lambda: "gpu")
+  monkeypatch.setitem(attention._KERNELS, "cudnn",
+                      lambda *a, **kw: calls.append(1) or _LIBRARY_XLA(*a, **kw))
+  run = lambda *args, **kw: jax.jit(functools.partial(attention.attention, **kw))(*args)
+  q, k, v = (a.astype(jnp.bfloat16) for a in _qkv(4, seed=11, b=1, d=8))
+  mask = _left_padded_mask([3], 4)
+  run(q, k, v, mask, implementation="auto")
+  assert len(calls) == 1                                    # bf16, 4 x 4: fused
+  run(q[:, :3], k[:, :3], v[:, :3], mask[:, :3, :3], implementation="auto")
+  run(q.astype(jnp.float32), k, v, mask, implementation="auto")
+  assert len(calls) == 1                                    # odd lengths, float32: ours
+  k_c, v_c = _head_major(k, v)
+  step = run(q[:, -1:], k_c, v_c, mask[:, -1:], kv_layout="bksd", implementation="cudnn")
+  np.testing.assert_array_equal(np.asarray(step), np.asarray(run(    # decode: ours, exactly
+      q[:, -1:], k_c, v_c, mask[:, -1:], kv_layout="bksd", implementation="xla")))
+  with pytest.raises(ValueError, match=r"model.attention='cudnn' cannot run here: cuDNN needs "
+                                       r"bfloat16 or float16 queries and keys, not float32"):
+    run(q.astype(jnp.float32), k.astype(jnp.float32), v, mask, implementation="cudnn")
+
+
 @pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN runs on a GPU only")
 def test_cudnn_on_a_gpu_matches_xla():
   """cuDNN itself, bf16, prefill and a packed prefix with grads: close to our XLA kernel."""
