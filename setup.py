@@ -11,8 +11,13 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["grounding_jax", "grounding_jax.*"]),
     python_requires=">=3.11",
     install_requires=[
-        "jax>=0.7,<0.11",
-        "flax>=0.12,<0.13",
+        # Tested sets (docs/benchmarks.md#tested-versions): Python 3.11 gets jax <= 0.10.2 and flax
+        # <= 0.12.8 (the last releases for it); Python 3.12 gets jax 0.11 / 0.12 with flax >= 0.12.10,
+        # since flax <= 0.12.8 does not import with jax 0.11 (jax.experimental.hijax moved) while
+        # declaring only jax >= 0.10.
+        "jax>=0.7,<0.13",
+        "flax>=0.12,<0.13; python_version < '3.12'",
+        "flax>=0.12.10,<0.13; python_version >= '3.12'",
         "optax>=0.2.5,<0.3",
         "orbax-checkpoint>=0.11,<0.13",
         "transformers>=4.56,<6",
@@ -54,6 +59,10 @@ setuptools.setup(
             "accelerate>=1.10,<2",
         ],
         "seqio": ["seqio>=0.0.19", "tensorflow-datasets>=4.9"],
+        # The accelerator builds of jaxlib: `pip install -e ".[cuda]"` on an NVIDIA GPU node (CUDA 13
+        # wheels, cuDNN included, which model.attention='auto' uses), ".[tpu]" on a Cloud TPU VM.
+        "cuda": ["jax[cuda13]>=0.7,<0.13"],
+        "tpu": ["jax[tpu]>=0.7,<0.13"],
         # Peers the benchmarks in launch/ measure against (TRL's GRPOTrainer for bench_grpo_step.py).
         "bench": ["torch==2.13.0", "trl>=1.10,<2", "accelerate>=1.10,<2", "datasets>=4,<6"],
         "gguf": ["gguf>=0.16,<1", "torch==2.13.0"],

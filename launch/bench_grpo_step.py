@@ -91,6 +91,8 @@ _MICRO = flags.DEFINE_integer("micro_batch_size", 4, "Completions per gradient-a
 _STEPS = flags.DEFINE_integer("steps", 3, "GRPO steps per trainer; all but the first are timed.")
 _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the backward pass "
                            "(gradient checkpointing), on both sides.")
+_ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: model.attention (models/attention.py: "
+                                 "auto, xla or cudnn), to compare kernels on one device.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Compute dtype on both sides: ours model.compute_dtype (float32 master "
                            "weights), TRL bf16=True (autocast; float32 master weights).")
@@ -131,6 +133,7 @@ def _config(model_dir, workdir: str, num_steps: int):
   c = config_lib.default_config()
   c.workdir = workdir
   c.model.path = "" if _MODEL_SHAPE.value else str(model_dir)  # a shape: the model is passed in
+  c.model.attention = _ATTENTION.value
   if _PROFILE_DIR.value:
     c.perf.profile_dir, c.perf.profile_step = _PROFILE_DIR.value, _PROFILE_STEP.value
   c.mesh.fsdp = 1
@@ -154,14 +157,16 @@ def _config(model_dir, workdir: str, num_steps: int):
 
 def _load(model_dir):
   """Ours: float32 master weights from the HF folder, or random ones of --model_shape's config."""
+  import dataclasses
   import jax.numpy as jnp
   from grounding_jax import models
   from grounding_jax.models import shapes
   kw = dict(remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
             compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
   if isinstance(model_dir, models.ModelConfig):
-    return shapes.random_model(model_dir, **kw)
-  return models.load_pretrained(model_dir, **kw)
+    config = dataclasses.replace(model_dir, attention_implementation=_ATTENTION.value)
+    return shapes.random_model(config, **kw)
+  return models.load_pretrained(model_dir, attention_implementation=_ATTENTION.value, **kw)
 
 
 def _trainer(c, model_dir, tok, examples, texts):
@@ -329,6 +334,7 @@ def run_trl(model_dir, tok, examples, texts):
 
 def _report_ours(tr, hist, ceilings) -> dict:
   """Prints our steps (times, perf/, update MFU against the ceilings); returns their figures."""
+  from grounding_jax.models import attention
   from grounding_jax.rl import step_perf
   for i, h in enumerate(hist, start=1):
     print(f"grounding_jax step {i}: total {h['time/step']:.2f}s = sample {h['time/sample']:.2f}s + "
@@ -339,6 +345,9 @@ def _report_ours(tr, hist, ceilings) -> dict:
       print(f"  perf: {step_perf.summary(h)}")
       print(f"  update: {h['perf/update_tflop']:.3f} TFLOP in {h['time/update']:.2f}s, "
             f"{ceilings.fractions(h['perf/update_tflop'] * 1e12, h['time/update'])}")
+  kernel = attention.kernel_choice(tr.model.config.attention_implementation, tr.model.config.head_dim,
+                                  _DTYPE.value)
+  print(f"attention kernel (ours): {kernel}")
   steady = hist[1:]
   median = lambda key: float(np.median([h[key] for h in steady]))
   ours = median("time/step")
@@ -348,7 +357,8 @@ def _report_ours(tr, hist, ceilings) -> dict:
   out = dict(step_s=ours, sample_s=median("time/sample"), update_s=median("time/update"),
              steady_step_s=float(np.median([h["time/step"] - h["time/compile"] for h in steady])),
              completion_mean=float(np.mean([h["completion_length/mean"] for h in steady])),
-             first_step_s=hist[0]["time/step"], first_step_compile_s=hist[0]["time/compile"])
+             first_step_s=hist[0]["time/step"], first_step_compile_s=hist[0]["time/compile"],
+             attention=kernel)
   if "perf/update_tflop" in steady[0]:
     rate = median("perf/update_tflop") * 1e12 / out["update_s"]
     out.update(update_tflop=median("perf/update_tflop"),

@@ -59,6 +59,8 @@ _RECIPE = flags.DEFINE_string(
 _CASES = flags.DEFINE_list("cases", ["5x32", "64x8"], "PxN: N prompts of P passages each.")
 _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Tokens generated per prompt.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
+_ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: the attention kernel (models/attention.py"
+                                 ": auto, xla or cudnn), to compare kernels on one device.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Weights and compute of both engines (ours: load_pretrained(dtype=); "
                            "transformers: from_pretrained(dtype=)).")
@@ -165,6 +167,7 @@ def _print_ours(ours: dict, config, ceilings, itemsize: int) -> dict:
 def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsize: int,
           profile_dir) -> dict:
   """Times one case; prints its lines and a RESULT line; returns its figures."""
+  from grounding_jax.models import attention
   prompts = _prompts(tokenizer, passages, n)
   lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
   n_new, temp, g = _MAX_NEW_TOKENS.value, _TEMPERATURE.value, _GROUP.value
@@ -173,8 +176,10 @@ def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsiz
   print(f"--- case {passages}x{n}: {n} {_RECIPE.value} prompts of {passages} passages x G={g}, "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), {n_new} new tokens, "
         f"temperature={temp}, dtype={_DTYPE.value}", flush=True)
+  kernel = attention.kernel_choice(config.attention_implementation, config.head_dim, _DTYPE.value)
+  print(f"attention kernel (ours): {kernel}", flush=True)
   result = dict(case=f"{passages}x{n}", group_size=g, prompt_tokens_mean=float(np.mean(lengths)),
-                new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value,
+                new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value, attention=kernel,
                 ceilings=dataclasses.asdict(ceilings) if ceilings else None)
   ours = dict(seconds=[], stats=[], tokens=len(prompts) * g * n_new)
   if model is not None:
@@ -242,10 +247,11 @@ def _model_and_tokenizer():
       raise app.UsageError("--model_dir and --model_shape exclude each other")
     config, tokenizer, tokenizer_dir = shapes.config_and_tokenizer(
         _MODEL_SHAPE.value, _TOKENIZER_DIR.value, _SHAPE_VOCAB.value)
+    config = dataclasses.replace(config, attention_implementation=_ATTENTION.value)
     model = shapes.random_model(config, dtype=dtype) if _OURS.value else None
     return model, config, tokenizer, None, tokenizer_dir
   model_dir = _MODEL_DIR.value or str(gguf_convert.prepare_smollm2())
-  model = load_pretrained(model_dir, dtype=dtype)
+  model = load_pretrained(model_dir, dtype=dtype, attention_implementation=_ATTENTION.value)
   return (model if _OURS.value else None), model.config, load_tokenizer(model_dir), model_dir, model_dir
 
 

@@ -15,6 +15,8 @@ stage that fails or times out leaves its row empty, never the whole table. The s
   sampler_peer  the same prompts with transformers' generate (cuda when torch sees a GPU)
   grpo_ours     launch/bench_grpo_step.py, ours alone: step, sample, update, update MFU, step 1
   grpo_trl      the same step with TRL's GRPOTrainer (needs `pip install -e ".[bench]"`)
+  sampler_xla, grpo_xla   (not by default) ours again with model.attention='xla', for the fused
+                attention kernel's before/after on one card ("auto" is cuDNN on a GPU)
 The default timeouts sum to 8 minutes; on an H100 / H200 the 1.5 B shape takes ~6.
 """
 
@@ -63,7 +65,9 @@ def stage_commands() -> dict[str, list[str]]:
           f"--max_new_tokens={_NEW.value}", f"--micro_batch_size={_MICRO.value}", "--steps=3",
           "--resume=false"]
   return {"sampler_ours": sampler + ["--hf=false"], "sampler_peer": sampler + ["--ours=false"],
-          "grpo_ours": grpo + ["--trl=false"], "grpo_trl": grpo + ["--ours=false", "--trl=true"]}
+          "grpo_ours": grpo + ["--trl=false"], "grpo_trl": grpo + ["--ours=false", "--trl=true"],
+          "sampler_xla": sampler + ["--hf=false", "--attention=xla"],
+          "grpo_xla": grpo + ["--trl=false", "--attention=xla"]}
 
 
 def run_stage(name: str, cmd: list[str], timeout: float, out: pathlib.Path) -> dict | None:
@@ -112,6 +116,11 @@ def table(results: dict) -> str:
        f" GB/s, {c.get('dtype', '')} matmul "
        f"{_num(c.get('matmul_flops') and c['matmul_flops'] / 1e12, '{:.1f}')} TFLOP/s", f"datasheet {_num(c.get('datasheet_flops') and c['datasheet_flops'] / 1e12, '{:.0f}')}"
        f" TFLOP/s", c.get("device_kind", "")),
+      ("attention kernel (sampler / update)", f"{get('sampler_ours', 'attention') or '—'} / "
+       f"{get('grpo_ours', 'ours', 'attention') or '—'}",
+       f"with 'xla': {_num(get('sampler_xla', 'ours', 'tokens_per_s'), '{:,.0f}')} tokens/s, step "
+       f"{_num(get('grpo_xla', 'ours', 'step_s'))} s (update {_num(get('grpo_xla', 'ours', 'update_s'))})",
+       ""),
       (f"sampler {prompts} × G{run.get('group_size', '?')} × {run.get('new_tokens', '?')}: tokens/s", _num(s_ours, "{:,.0f}"),
        f"transformers generate {_num(s_peer, '{:,.0f}')}", ratio(s_ours, s_peer)),
       ("decode ms/step", f"{_num(get('sampler_ours', 'ours', 'decode_ms_per_step'))} = "

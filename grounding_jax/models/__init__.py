@@ -6,7 +6,7 @@
   tokenizer = load_tokenizer(folder)                    # left padding, pad falls back to eos
 
 The attention kernels and the one place one is chosen: models/attention.py
-(load_pretrained(folder, attention_implementation="auto" | "xla")).
+(load_pretrained(folder, attention_implementation="auto" | "xla" | "cudnn")).
 """
 
 import jax.numpy as jnp

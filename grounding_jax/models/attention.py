@@ -15,11 +15,30 @@ differ in how much they hold at once and in what they read:
                   before the row's own (`_prepend_prefix`). A KV cache (prefill and decode, G rows
                   per prefix): the prefix is scored apart, read once per group (`_grouped_prefix`).
 
-Which code runs them is `implementation`, resolved in `resolve_implementation` and dispatched in
-`attention` — the one place a fused kernel (cuDNN through jax.nn.dot_product_attention, a Pallas or
-splash kernel) is added, by an entry in `_KERNELS`; the model never names one. Today there is one:
-"xla", the kernels below as plain jnp programs. "auto" picks per backend (`_AUTO`) and resolves to
-"xla" on CPU, GPU and TPU alike until a fused kernel lands.
+Which code runs them is `implementation` (`model.attention` in a config), resolved in
+`resolve_implementation` and dispatched in `attention` by the `_KERNELS` table; the model never
+names a kernel. What each kernel runs, path by path (S: keys; T: queries of one call):
+
+  path                          "xla"                 "cudnn" (GPU only)
+  training pass, plain mask     `_plain`              cuDNN flash attention, mask as a bias
+  query-chunked (T > chunk)     `_query_chunked`      one cuDNN call (flash holds O(T) already)
+  packed shared prefix (bskd)   `_prepend_prefix`     [prefix | row] keys, one cuDNN call
+  prefill into a KV cache       `_plain` (bksd)       cuDNN over the cache, transposed to bskd
+  decode (T = 1, cached)        `_plain` (bksd)       falls back to xla (see `_cudnn`)
+  grouped prefix (bksd cache)   `_grouped_prefix`     falls back to xla (see `_cudnn`)
+
+"cudnn" is `jax.nn.dot_product_attention(implementation="cudnn")` (FlashAttention-style fused
+softmax, arXiv:2205.14135 §3.1) with the boolean mask passed as a mask, which JAX turns into an
+additive bias, so any mask the model builds (causal, left padding, packed rows, a prefix) is
+expressed exactly. It needs bf16/fp16 queries and keys, head_dim a multiple of 8 and at most 128
+(256 on Hopper and later), and, where it is differentiated, an even T and S (cuDNN with a bias);
+asking for it elsewhere raises a ValueError naming `model.attention`. "auto" runs "cudnn" on a GPU
+where those hold (`cudnn_unsupported` says why not), else "xla"; "xla" on CPU and TPU. No Pallas
+kernel is wired in yet: TPU splash attention takes a static mask and segment ids rather than the
+[rows, T, S] mask the model builds, the TPU flash kernel takes a bias but not grouped-query heads,
+and neither can be checked without a TPU. Only "xla" runs on CPU; tests/models/test_attention.py checks "cudnn"'s own
+code (layouts, prefix, fallbacks) on CPU with JAX's "xla" implementation in cuDNN's place, and
+cuDNN itself only where a GPU is present.
 """
 
 from __future__ import annotations
@@ -55,23 +74,37 @@ def attention(q_bthd: jax.Array, k: jax.Array, v: jax.Array, mask_bts: jax.Array
     query_chunk: most queries scored at once; 0 = all T. Results equal the unchunked ones up to
       float rounding, and T <= query_chunk (a decode step) runs the unchunked program. A prefix
       with a "bksd" cache never chunks.
-    implementation: "xla", or "auto" (see `resolve_implementation`).
+    implementation: "xla", "cudnn" (GPU only), or "auto" (see `resolve_implementation`).
 
   Returns:
     [rows, T, q_heads, head_dim] in the dtype of `v`.
 
   Raises:
-    ValueError: an unknown implementation or kv_layout (naming the choices), or a "bskd" prefix
+    ValueError: an unknown implementation or kv_layout (naming the choices), "cudnn" where cuDNN
+      cannot run (saying why: the backend, dtype, head_dim or odd lengths), or a "bskd" prefix
       shared by several rows.
   """
   if kv_layout not in KV_LAYOUTS:
     raise ValueError(f"kv_layout={kv_layout!r}; expected one of {KV_LAYOUTS}.")
-  kernel = _KERNELS[resolve_implementation(implementation)]
-  return kernel(q_bthd, k, v, mask_bts, kv_layout=kv_layout, prefix=prefix, query_chunk=query_chunk)
+  name = resolve_implementation(implementation)
+  if name == "cudnn":
+    # Only the calls `_cudnn` hands to cuDNN are held to its limits; the backend always is.
+    fused = not _cudnn_runs_xla(q_bthd, kv_layout, prefix)
+    keys = mask_bts.shape[-1] + (prefix[0].shape[1] if prefix is not None else 0)
+    why_not = cudnn_unsupported(q_bthd, k, keys) if fused else cudnn_unsupported(None, None, 0)
+    if why_not and implementation == "auto":
+      name = "xla"
+    elif why_not:
+      raise ValueError(f"model.attention='cudnn' cannot run here: {why_not}. Use "
+                       f"model.attention='auto' (cuDNN where it can run, else XLA) or 'xla'.")
+  return _KERNELS[name](q_bthd, k, v, mask_bts, kv_layout=kv_layout, prefix=prefix,
+                        query_chunk=query_chunk)
 
 
 def resolve_implementation(implementation: str, backend: str | None = None) -> str:
-  """The kernel name `implementation` runs as on `backend` (default: JAX's default backend).
+  """The kernel name `implementation` runs as on `backend` (default: JAX's default backend), before
+  the shape checks: "auto" on a GPU names "cudnn", which `attention` still runs as "xla" where
+  `cudnn_unsupported` objects.
 
   Raises:
     ValueError: `implementation` is not one of IMPLEMENTATIONS (naming them).
@@ -82,6 +115,53 @@ def resolve_implementation(implementation: str, backend: str | None = None) -> s
   if implementation != "auto":
     return implementation
   return _AUTO.get(backend or jax.default_backend(), "xla")
+
+
+def cudnn_unsupported(q_bthd: jax.Array | None, k: jax.Array | None, keys: int,
+                      backend: str | None = None) -> str | None:
+  """Why cuDNN's fused attention cannot run these queries and keys (None: it can; q_bthd None:
+  only the backend is checked).
+
+  The conditions are those jax.nn.dot_product_attention(implementation="cudnn") checks (cuDNN
+  flash attention with a bias): a GPU, bf16/fp16 inputs of one dtype, head_dim a multiple of 8 and
+  at most 128 (256 from compute capability 9.0), and even T and S, which cuDNN needs for the
+  backward pass with a bias (checked here for every call, since a forward pass may be
+  differentiated later).
+  """
+  backend = backend or jax.default_backend()
+  if backend != "gpu":
+    return f"cuDNN runs on a GPU only, and JAX's backend here is {backend!r}"
+  if q_bthd is None:  # the backend alone
+    return None
+  if q_bthd.dtype not in (jnp.bfloat16, jnp.float16) or k.dtype != q_bthd.dtype:
+    return f"cuDNN needs bfloat16 or float16 queries and keys, not {q_bthd.dtype} / {k.dtype}"
+  head_dim, most = q_bthd.shape[-1], _cudnn_max_head_dim()
+  if head_dim % 8 or head_dim > most:
+    return f"cuDNN needs head_dim a multiple of 8 and at most {most}, not {head_dim}"
+  if q_bthd.shape[1] % 2 or keys % 2:
+    return (f"cuDNN with a mask needs an even number of queries and keys, not "
+            f"{q_bthd.shape[1]} x {keys}")
+  return None
+
+
+def kernel_choice(implementation: str, head_dim: int, dtype) -> str:
+  """What attention runs on this backend for a model's head_dim and compute dtype, in words, for a
+  benchmark's output: e.g. "cudnn (decode, grouped cache prefix: xla)" or "xla". An odd query or
+  key count still falls back from "auto" to "xla" call by call."""
+  name = resolve_implementation(implementation)
+  if name != "cudnn":
+    return name
+  probe = jnp.zeros((1, 2, 1, head_dim), dtype)
+  why_not = cudnn_unsupported(probe, probe, 2)
+  if why_not and implementation == "auto":
+    return f"xla (auto: {why_not})"
+  return "cudnn (decode, grouped cache prefix: xla)"
+
+
+def _cudnn_max_head_dim() -> int:
+  """256 on Hopper (compute capability 9.0) and later, else 128 (as JAX's cuDNN wrapper checks)."""
+  capability = getattr(jax.devices()[0], "compute_capability", "0.0")
+  return 256 if tuple(map(int, str(capability).split(".")[:2])) >= (9, 0) else 128
 
 
 def _xla(q_bthd, k, v, mask_bts, *, kv_layout, prefix, query_chunk):
@@ -95,12 +175,38 @@ def _xla(q_bthd, k, v, mask_bts, *, kv_layout, prefix, query_chunk):
   return _plain(q_bthd, k, v, mask_bts, kv_layout)
 
 
+def _cudnn(q_bthd, k, v, mask_bts, *, kv_layout, prefix, query_chunk, library="cudnn"):
+  """`attention` through jax.nn.dot_product_attention(implementation=library): "cudnn" on a GPU;
+  tests pass "xla" to run this function's own code on CPU.
+
+  A decode step (one query over a head-major cache) and a cache shared through a prefix run as
+  "xla": the fused call takes keys sequence-major, so a head-major cache would be transposed
+  (copied) whole each step, more than the step reads, and the grouped prefix reads each prefix
+  once per group, which one fused call over [prefix | row] keys cannot. query_chunk is unused:
+  the fused kernel never holds [T, S] scores.
+  """
+  if _cudnn_runs_xla(q_bthd, kv_layout, prefix):
+    return _xla(q_bthd, k, v, mask_bts, kv_layout=kv_layout, prefix=prefix, query_chunk=query_chunk)
+  if prefix is not None:
+    k, v, mask_bts = _prepend_prefix(k, v, mask_bts, *prefix)
+  if kv_layout == "bksd":
+    k, v = k.swapaxes(1, 2), v.swapaxes(1, 2)
+  out = jax.nn.dot_product_attention(q_bthd, k, v, mask=mask_bts[:, None],
+                                     implementation=library)
+  return out.astype(v.dtype)
+
+
+def _cudnn_runs_xla(q_bthd, kv_layout: str, prefix) -> bool:
+  """Whether "cudnn" runs this call as "xla": a decode step or a prefix over a head-major cache."""
+  return kv_layout == "bksd" and (prefix is not None or q_bthd.shape[1] == 1)
+
+
 # The kernels `attention` may run, by implementation name; a fused kernel is one more entry here
-# (e.g. "cudnn": jax.nn.dot_product_attention(..., implementation="cudnn")) with the same signature.
-_KERNELS: dict[str, Callable[..., jax.Array]] = {"xla": _xla}
+# with the same signature (and, if "auto" should pick it, a line in _AUTO).
+_KERNELS: dict[str, Callable[..., jax.Array]] = {"xla": _xla, "cudnn": _cudnn}
 IMPLEMENTATIONS = ("auto", *_KERNELS)
-# What "auto" runs on each backend: xla everywhere until a fused kernel is in _KERNELS.
-_AUTO = {"cpu": "xla", "gpu": "xla", "tpu": "xla"}
+# What "auto" runs on each backend, before `cudnn_unsupported`'s shape checks.
+_AUTO = {"cpu": "xla", "gpu": "cudnn", "tpu": "xla"}
 
 
 def _plain(q_bthd: jax.Array, k: jax.Array, v: jax.Array, mask_bts: jax.Array,

@@ -64,8 +64,8 @@ class ModelConfig:
   # rounding; decode (T = 1) and sequences of at most this many tokens trace the unchunked program.
   # SmolLM2 prefill, 8 x 4,096 tokens: 3.2 GB of XLA temporaries instead of 10.1 GB.
   attention_query_chunk: int = 128
-  # Which code runs attention: "xla" (jnp programs), or "auto" (per backend; "xla" everywhere until
-  # a fused kernel is added in models/attention.py).
+  # Which code runs attention: "xla" (jnp programs), "cudnn" (GPU only), or "auto" (cuDNN on a GPU
+  # where its shapes and dtypes allow, else "xla"; see models/attention.py).
   attention_implementation: str = "auto"
   # The source config.json as canonical JSON, so to_hf_dict() keeps fields we do not model
   # (generation defaults, tokenizer ids, ...). Excluded from equality: it never changes the math.

@@ -176,7 +176,7 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
     scan_layers: stack the layers' parameters and run them with one lax.scan (see Transformer).
     attention_query_chunk: most queries attended to at once (ModelConfig.attention_query_chunk;
       0 = all); None keeps ModelConfig's default.
-    attention_implementation: the attention kernel, "auto" or "xla" (models/attention.py;
+    attention_implementation: the attention kernel, "auto", "xla" or "cudnn" (models/attention.py;
       ModelConfig.attention_implementation); None keeps ModelConfig's default ("auto").
 
   Raises:

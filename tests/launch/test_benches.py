@@ -33,10 +33,10 @@ def test_sampler_bench_at_the_tiny_shape_against_transformers(tiny_smollm2_dir, 
                       f"--profile_dir={tmp_path / 'prof'}")
   assert "ceilings (cpu, measured now): copy bandwidth" in out
   for field in ("tokens/s", "MFU", "of measured matmul", "ms/step", "of the bandwidth roofline",
-                "transformers (torch threads=1)", "ratio decode"):
+                "transformers (torch threads=1)", "ratio decode", "attention kernel (ours): xla"):
     assert field in out, field
   (result,) = results
-  assert result["case"] == "5x2" and result["group_size"] == 2
+  assert result["case"] == "5x2" and result["group_size"] == 2 and result["attention"] == "xla"
   assert {"tokens_per_s", "decode_ms_per_step", "decode_roofline_fraction", "prefill_mfu_measured",
           "prefill_mfu_datasheet"} <= set(result["ours"])
   assert result["transformers"]["device"] == "cpu" and result["ratios"]["overall"] > 0
@@ -48,13 +48,15 @@ def test_grpo_bench_at_the_tiny_shape_prints_update_mfu_and_traces_a_step(tiny_s
   out, results = _run("bench_grpo_step.py", "--recipe=grace", "--model_shape=tiny",
                       f"--tokenizer_dir={tiny_smollm2_dir}", "--prompts=2", "--group_size=2",
                       "--max_new_tokens=4", "--micro_batch_size=2", "--steps=2", "--trl=false",
-                      "--resume=false", f"--profile_dir={tmp_path / 'prof'}")
+                      "--resume=false", f"--profile_dir={tmp_path / 'prof'}", "--attention=xla")
   assert "ceilings (cpu, measured now)" in out
   assert "update: " in out and "of measured matmul, n/a of datasheet" in out
+  assert "attention kernel (ours): xla" in out
   (result,) = results
   assert {"step_s", "sample_s", "update_s", "update_mfu_measured", "update_mfu_datasheet",
           "first_step_s"} <= set(result["ours"])
   assert result["model_shape"] == "tiny" and "trl" not in result
+  assert result["ours"]["attention"] == "xla"
   assert _traced(tmp_path / "prof")
 
 
@@ -66,6 +68,7 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
                   dtype="bfloat16", datasheet_flops=9.89e14)
   results = {
       "sampler_ours": dict(case="5x16", group_size=8, new_tokens=256, ceilings=ceilings,
+                           attention="cudnn (decode, grouped cache prefix: xla)",
                            ours=dict(tokens_per_s=35699.0, decode_ms_per_step=2.95,
                                      decode_roofline_fraction=0.27, decode_read_gb=3.4,
                                      prefill_mfu_measured=0.3, prefill_mfu_datasheet=0.25,
@@ -75,8 +78,11 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
       "grpo_ours": dict(micro_batch_size=16, ceilings=ceilings,
                         ours=dict(step_s=4.41, sample_s=1.01, update_s=3.37, update_tflop=473.0,
                                   update_mfu_measured=0.18, update_mfu_datasheet=0.142,
-                                  first_step_s=42.6, first_step_compile_s=62.7)),
+                                  first_step_s=42.6, first_step_compile_s=62.7,
+                                  attention="cudnn (decode, grouped cache prefix: xla)")),
       "grpo_trl": None,
+      "sampler_xla": dict(case="5x16", ours=dict(tokens_per_s=30000.0)),
+      "grpo_xla": dict(ours=dict(step_s=5.0, update_s=3.9)),
   }
   text = suite.table(results)
   assert "| sampler 16 × G8 × 256: tokens/s | 35,699 | transformers generate 3,567 | 10.0× |" in text
@@ -84,4 +90,7 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
   assert "| update MFU (measured matmul / datasheet) | 18.0 % / 14.2 % (473 TFLOP a step)" in text
   assert "TRL GRPOTrainer — | — |" in text  # the failed stage
   assert "copy 4,300 GB/s, bfloat16 matmul 780.0 TFLOP/s | datasheet 989 TFLOP/s | NVIDIA H200" in text
-  assert len(text.splitlines()) == 10
+  assert ("| attention kernel (sampler / update) | cudnn (decode, grouped cache prefix: xla) / "
+          "cudnn (decode, grouped cache prefix: xla) | with 'xla': 30,000 tokens/s, step 5.00 s "
+          "(update 3.90) |") in text
+  assert len(text.splitlines()) == 11

@@ -2,9 +2,10 @@
 the model's kernel choice (ModelConfig.attention_implementation, attention_query_chunk).
 
 Every implementation that runs on CPU is tested here: "xla" (plain, query-chunked, shared prefix as
-projected and over a KV cache) and "auto", which resolves to "xla". None today runs only on an
-accelerator; a fused kernel added to attention._KERNELS ("cudnn" on GPU, a Pallas/splash kernel on
-TPU) is compared against the same references here, skipped where its backend is absent.
+projected and over a KV cache) and "auto", which resolves to "xla". "cudnn" runs only on a GPU: its
+own code (layout transposes, prefix, the decode / grouped-prefix fallbacks) is checked here on CPU
+with JAX's "xla" implementation of jax.nn.dot_product_attention in cuDNN's place, and cuDNN itself
+by `test_cudnn_on_a_gpu_matches_xla`, skipped where no GPU is present.
 """
 
 import functools
@@ -144,21 +145,136 @@ def test_decode_from_a_cache_equals_the_full_causal_attention():
 
 
 def test_implementation_is_resolved_and_unknown_names_raise():
-  assert attention.IMPLEMENTATIONS == ("auto", "xla")
-  for backend in ("cpu", "gpu", "tpu"):  # no fused kernel yet: "auto" is "xla" everywhere
-    assert attention.resolve_implementation("auto", backend) == "xla"
+  assert attention.IMPLEMENTATIONS == ("auto", "xla", "cudnn")
+  assert attention.resolve_implementation("auto", "cpu") == "xla"
+  assert attention.resolve_implementation("auto", "tpu") == "xla"
+  assert attention.resolve_implementation("auto", "gpu") == "cudnn"
   assert attention.resolve_implementation("xla") == "xla"
   q, k, v = _qkv(4)
   mask = _left_padded_mask([4, 4, 4], 4)
   np.testing.assert_array_equal(
       np.asarray(attention.attention(q, k, v, mask, implementation="auto")),
       np.asarray(attention.attention(q, k, v, mask, implementation="xla")))
-  with pytest.raises(ValueError, match=r"implementation='cudnn'; expected one of \('auto', 'xla'\)"):
-    attention.attention(q, k, v, mask, implementation="cudnn")
+  with pytest.raises(ValueError, match=r"implementation='flash'; expected one of "
+                                       r"\('auto', 'xla', 'cudnn'\)"):
+    attention.attention(q, k, v, mask, implementation="flash")
   with pytest.raises(ValueError, match=r"kv_layout='bhsd'; expected one of"):
     attention.attention(q, k, v, mask, kv_layout="bhsd")
   with pytest.raises(ValueError, match="one per row: 1 prefixes for 3 rows"):
     attention.attention(q, k, v, mask, prefix=(k[:1], v[:1], np.ones((1, 4), bool)))
+
+
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="checks the error off a GPU")
+def test_cudnn_off_a_gpu_names_the_config_field():
+  q, k, v = _qkv(4)
+  with pytest.raises(ValueError, match=r"model.attention='cudnn' cannot run here: cuDNN runs on a "
+                                       r"GPU only, and JAX's backend here is 'cpu'.*'auto'.*'xla'"):
+    attention.attention(q, k, v, _left_padded_mask([4, 4, 4], 4), implementation="cudnn")
+
+
+def test_cudnn_shape_checks_say_why():
+  """What "auto" falls back from on a GPU, and what an explicit "cudnn" raises, one reason each."""
+  q16, k16 = (jnp.zeros((1, 4, 2, 8), jnp.bfloat16),) * 2
+  assert attention.cudnn_unsupported(q16, k16, 6, backend="gpu") is None
+  assert "bfloat16 or float16" in attention.cudnn_unsupported(q16.astype(jnp.float32), k16, 6, "gpu")
+  assert "head_dim a multiple of 8" in attention.cudnn_unsupported(q16[..., :6], k16[..., :6], 6,
+                                                                    "gpu")
+  assert "even number of queries and keys, not 4 x 7" in attention.cudnn_unsupported(q16, k16, 7,
+                                                                                      "gpu")
+  assert "JAX's backend here is 'tpu'" in attention.cudnn_unsupported(q16, k16, 6, "tpu")
+
+
+def test_kernel_choice_in_words():
+  """What the benchmarks print: "auto" is "xla" here; on a GPU, cuDNN or why not."""
+  if jax.default_backend() != "gpu":
+    assert attention.kernel_choice("auto", 64, "bfloat16") == "xla"
+  else:
+    assert attention.kernel_choice("auto", 64, "bfloat16").startswith("cudnn")
+    assert attention.kernel_choice("auto", 64, "float32").startswith("xla (auto: cuDNN needs")
+  assert attention.kernel_choice("xla", 64, "bfloat16") == "xla"
+
+
+_LIBRARY_XLA = functools.partial(attention._cudnn, library="xla")
+
+
+@pytest.mark.parametrize("kv_layout", ["bskd", "bksd"])
+@pytest.mark.parametrize("t", [13, 1])   # a training pass or prefill; a decode step (bksd: xla)
+def test_cudnn_kernel_code_on_cpu_equals_xla(kv_layout, t):
+  """The "cudnn" kernel's code with JAX's XLA attention in cuDNN's place: the same outputs as ours
+  (up to float32 rounding: a different program) for the plain and query-chunked paths, prefill and
+  decode over a head-major cache (the decode step is our own program, bit for bit)."""
+  s = 13
+  q, k, v = _qkv(t, seed=7, s=s)
+  mask = _left_padded_mask([13, 6, 1], s)[:, s - t:]
+  if kv_layout == "bksd":
+    k, v = _head_major(k, v)
+  kw = dict(kv_layout=kv_layout, prefix=None)
+  ours = attention._xla(q, k, v, mask, query_chunk=0, **kw)
+  for chunk in (0, 4):
+    got = jax.jit(lambda q, k, v: _LIBRARY_XLA(q, k, v, mask, query_chunk=chunk, **kw))(q, k, v)
+    assert got.shape == q.shape and got.dtype == jnp.float32
+    if kv_layout == "bksd" and t == 1:
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(ours))
+    else:
+      _assert_matches(got, np.asarray(ours), mask)
+
+
+def test_cudnn_kernel_code_on_cpu_shared_prefixes():
+  """The packed shared-prefix update ([prefix | row] keys in one fused call) equals ours up to
+  float32 rounding; a cache shared through a prefix (grouped prefix) runs our program exactly."""
+  sp, t = 6, 7
+  qc, kc, vc = _qkv(t, seed=8)
+  _, kp, vp = _qkv(sp, seed=9)
+  prefix_mask = np.arange(sp)[None, :] >= np.array([0, 2, 5])[:, None]
+  own = np.tril(np.ones((t, t), bool))[None] & (np.arange(t) < np.array([7, 4, 1])[:, None, None])
+  prefix = (kp, vp, prefix_mask)
+  ours = attention._xla(qc, kc, vc, own, kv_layout="bskd", prefix=prefix, query_chunk=0)
+  got = _LIBRARY_XLA(qc, kc, vc, own, kv_layout="bskd", prefix=prefix, query_chunk=3)
+  _assert_matches(got, np.asarray(ours), own | prefix_mask.any(-1)[:, None, None])
+  (kp_c, vp_c), (k_c, v_c) = _head_major(kp, vp), _head_major(kc, vc)
+  cached = dict(kv_layout="bksd", prefix=(kp_c, vp_c, prefix_mask), query_chunk=0)
+  np.testing.assert_array_equal(np.asarray(_LIBRARY_XLA(qc, k_c, v_c, own, **cached)),
+                                np.asarray(attention._xla(qc, k_c, v_c, own, **cached)))
+
+
+def test_dispatch_as_on_a_gpu(monkeypatch):
+  """`attention`'s choices as a GPU backend would see them (the backend faked, cuDNN replaced by
+  JAX's XLA attention): "auto" takes the fused kernel for bf16 at even lengths and falls back to
+  ours otherwise; "cudnn" runs decode over a cache as ours, and raises for a dtype cuDNN lacks."""
+  calls = []
+  monkeypatch.setattr(attention.jax, "default_backend", lambda: "gpu")
+  monkeypatch.setitem(attention._KERNELS, "cudnn",
+                      lambda *a, **kw: calls.append(1) or _LIBRARY_XLA(*a, **kw))
+  run = lambda *args, **kw: jax.jit(functools.partial(attention.attention, **kw))(*args)
+  q, k, v = (a.astype(jnp.bfloat16) for a in _qkv(4, seed=11, b=1, d=8))
+  mask = _left_padded_mask([3], 4)
+  run(q, k, v, mask, implementation="auto")
+  assert len(calls) == 1                                    # bf16, 4 x 4: fused
+  run(q[:, :3], k[:, :3], v[:, :3], mask[:, :3, :3], implementation="auto")
+  run(q.astype(jnp.float32), k, v, mask, implementation="auto")
+  assert len(calls) == 1                                    # odd lengths, float32: ours
+  k_c, v_c = _head_major(k, v)
+  step = run(q[:, -1:], k_c, v_c, mask[:, -1:], kv_layout="bksd", implementation="cudnn")
+  np.testing.assert_array_equal(np.asarray(step), np.asarray(run(    # decode: ours, exactly
+      q[:, -1:], k_c, v_c, mask[:, -1:], kv_layout="bksd", implementation="xla")))
+  with pytest.raises(ValueError, match=r"model.attention='cudnn' cannot run here: cuDNN needs "
+                                       r"bfloat16 or float16 queries and keys, not float32"):
+    run(q.astype(jnp.float32), k.astype(jnp.float32), v, mask, implementation="cudnn")
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN runs on a GPU only")
+def test_cudnn_on_a_gpu_matches_xla():
+  """cuDNN itself, bf16, prefill and a packed prefix with grads: close to our XLA kernel."""
+  t = 16
+  q, k, v = (a.astype(jnp.bfloat16) for a in _qkv(t, seed=10, d=64))
+  mask = _left_padded_mask([16, 8, 2], t)
+  loss = lambda impl: lambda q, k, v: attention.attention(
+      q, k, v, mask, implementation=impl).astype(jnp.float32).sum()
+  for impl_out, xla_out in zip(jax.value_and_grad(loss("cudnn"), (0, 1, 2))(q, k, v),
+                               jax.value_and_grad(loss("xla"), (0, 1, 2))(q, k, v)):
+    for a, b in zip(jax.tree.leaves(impl_out), jax.tree.leaves(xla_out)):
+      np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32),
+                                 atol=0.1, rtol=0.05)
 
 
 def test_model_config_chooses_the_implementation(tiny_checkpoint):

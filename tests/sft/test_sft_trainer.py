@@ -158,7 +158,7 @@ def test_bad_attention_kernel_is_named_before_the_model_loads(tmp_path):
   c.workdir = str(tmp_path)
   c.model.path = str(tmp_path / "no_model_here")
   c.model.attention = "flash"
-  with pytest.raises(ValueError, match=r"model.attention='flash': expected one of \('auto', 'xla'\)"):
+  with pytest.raises(ValueError, match=r"model.attention='flash': expected one of \('auto', 'xla', 'cudnn'\)"):
     sft.SFTTrainer(c, rows=[sft_data.SFTRow(prompt=p, target=t) for p, t in _pairs()])
 
 

@@ -130,8 +130,9 @@ MODEL = (
     Field("model.scan_layers", True, bool, "one layer body scanned over stacked weights: about L "
           "times less layer code to compile, same numbers; False = a list of layers (Orbax "
           "checkpoints of the two layouts differ, HF folders do not)"),
-    Field("model.attention", "auto", str, "the attention kernel (models/attention.py); 'auto' picks "
-          "the backend's best that exists ('xla' on every backend until a fused kernel lands)",
+    Field("model.attention", "auto", str, "the attention kernel (models/attention.py): 'xla' (jnp "
+          "programs), 'cudnn' (cuDNN fused attention, GPU only), or 'auto': cuDNN on a GPU where the "
+          "dtype (bf16/fp16) and shapes allow, else 'xla'",
           choices=attention.IMPLEMENTATIONS),
     # LoRA: rank > 0 trains adapters on `targets` only; the optimizer and the checkpoints hold just
     # the adapters, and the KL reference is the stage's initial adapters over the same frozen

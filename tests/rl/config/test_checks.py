@@ -79,7 +79,7 @@ BAD = [  # (field, value, what the message must also say)
     ("model.compute_dtype", "float64", "('float32', 'bfloat16', 'float16')"),
     ("model.param_dtype", "fp8", "('float32', 'bfloat16', 'float16')"),
     ("model.remat_policy", "dots", "('full', 'save_dots')"),
-    ("model.attention", "flash", "('auto', 'xla')"),
+    ("model.attention", "flash", "('auto', 'xla', 'cudnn')"),
     ("model.path", "", "HF folder"),
     ("model.path", "/no/such/model", "no config.json"),
     ("mesh.fsdp", 0, "-1 for all remaining"),
