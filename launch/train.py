@@ -19,6 +19,10 @@ multi-host pod slice, start this same command on every host (launch/tpu/run.py d
 launch/slurm/ for GPU clusters): `distributed_initialize` reads the coordinator and process layout
 from flags or the environment (TPU VMs and SLURM set them). launch/sweep.py runs this command once
 per entry of a config's sweep.
+
+On SIGTERM (a SLURM time-limit or preemption notice, a spot VM's shutdown) the run finishes its
+step, checkpoints it, logs one line and exits with 75 (grounding_jax/rl/preemption.py); a second
+SIGTERM exits at once. launch/slurm/sbatch.py --requeue requeues the job on that code.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from grounding_jax.eval import model_ref
 from grounding_jax.parallel import compile_cache
 from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
+from grounding_jax.rl import preemption
 from grounding_jax.rl.config import overrides
 from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
@@ -87,6 +92,9 @@ def main(argv):
   except user_errors as e:
     logging.error("%s", e)
     sys.exit(1)
+  except preemption.Preempted as e:  # SIGTERM: the finished step is checkpointed; requeue to resume
+    logging.warning("%s", e)
+    sys.exit(preemption.PREEMPTED_EXIT_CODE)
   if history:
     last = history[-1]
     keys = [k for k in ("step", "reward/mean", "kl", "entropy", "completion_length/mean") if k in last]
