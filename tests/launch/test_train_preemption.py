@@ -33,7 +33,8 @@ def _flags(model_dir, workdir):
   return [f"--config={ROOT / 'configs' / 'synthetic_smollm2.py'}", f"--workdir={workdir}",
           f"--config.model.path={model_dir}", f"--config.stages[0].num_steps={STEPS}",
           "--config.rollout.max_new_tokens=4", "--config.reward.num_workers=0",
-          "--config.checkpoint.every_steps=100", "--config.perf.startup_report=False"]
+          "--config.checkpoint.every_steps=100", "--config.perf.startup_report=False",
+          "--config.mesh.fsdp=2"]
 
 
 def _env(base, devices):
