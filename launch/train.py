@@ -74,10 +74,12 @@ def main(argv):
     if _PROFILE_DIR.value:
       config.perf.profile_dir = _PROFILE_DIR.value
     config.model.path = os.path.abspath(presets.resolve_model_path(config.model.path))
-  # Errors a user causes (bad config values, data rows, start weights, checkpoints, a run stopped on
-  # non-finite updates) end the run with their message alone: it names the value and the fix.
+  # Errors a user causes (bad config values, data rows, start weights, checkpoints, a full disk, a
+  # run stopped on non-finite updates or on a reward that failed every row) end the run with their
+  # message alone: it names the value and the fix.
   user_errors = (config_checks.ConfigError, schema.DataError, checkpoints.CheckpointError,
-                 health.NonFiniteRunError, health.NonFiniteWeightsError)
+                 checkpoints.CheckpointWriteError, health.NonFiniteRunError,
+                 health.NonFiniteWeightsError, health.FailedRewardsError)
   try:
     setup.check_config(config, read_data=False)  # before the run record can overwrite a good one
     # The run record: the workdir alone then says which base model and dtype its checkpoints belong

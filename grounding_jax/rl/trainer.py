@@ -144,7 +144,7 @@ class Trainer:
                                                       self.rest, opt_state, ref_params)
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics, setup_times = {**metrics, "stage": float(stage_idx), **setup_times}, {}
-            metrics = health.observe(global_step, metrics, self.params,
+            metrics = health.observe(global_step, metrics, self.params, rows=st.rows_per_step,
                                      abstention=st.recipe.abstention_component)
             meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
                     "data_position": st.stream.position}
