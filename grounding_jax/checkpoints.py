@@ -18,6 +18,9 @@ What can go wrong, and what happens:
     numbers without error) or an incomplete array file: `restore` raises CheckpointError in one line;
     `restore_latest_intact` moves such a step aside (`<step>.corrupt`) and falls back to the newest
     intact step, logging which;
+  - a full file system (ENOSPC) during a write: `save` raises CheckpointSpaceError naming the step's
+    path, the bytes the state needs (its arrays' size before compression) and the bytes free there;
+    the unfinished step's temporary folder is removed, and the earlier checkpoints are kept;
   - an unwritable directory: the Checkpointer fails when it is made and before each write, in
     milliseconds, naming the path; writes are synchronous, so a failed write leaves no orbax
     background thread waiting (asynchronous orbax blocks process exit for its 300 s barrier timeout).
@@ -25,9 +28,11 @@ What can go wrong, and what happens:
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
+import shutil
 from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
@@ -58,6 +63,10 @@ class CheckpointWriteError(OSError):
   """Writing a checkpoint failed part-way (orbax's temporary directory is left, never a half step)."""
 
 
+class CheckpointSpaceError(CheckpointWriteError):
+  """The checkpoint's file system ran out of space during a write (the message says how much is needed)."""
+
+
 class NonFiniteStateError(ValueError):
   """`save` was given a state with NaN or inf values; nothing was written."""
 
@@ -80,6 +89,21 @@ def _one_line(e: BaseException, limit: int = 240) -> str:
   lines = str(e).strip().splitlines() or [type(e).__name__]
   text = lines[0]
   return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _out_of_space(e: BaseException) -> bool:
+  """Whether `e` or an exception it came from is ENOSPC (Python's OSError, or TensorStore's text)."""
+  while e is not None:
+    if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in str(e):
+      return True
+    e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+  return False
+
+
+def _nbytes(arrays: Mapping[str, Any]) -> int:
+  """The arrays' size in bytes, uncompressed (global shapes: every process's shards together)."""
+  return int(sum(np.prod(np.shape(x), dtype=np.int64) * np.dtype(x.dtype).itemsize
+                 for x in arrays.values()))
 
 
 def _uncommitted(x) -> bool:
@@ -152,6 +176,7 @@ class Checkpointer:
       NonFiniteStateError: a floating-point leaf holds NaN or inf (names the leaves); nothing written.
       PermissionError / OSError: the directory is not writable (names it); nothing written.
       CheckpointWriteError: the write failed part-way; the earlier checkpoints are kept.
+      CheckpointSpaceError: the same, for want of space (names the bytes needed and free).
     """
     arrays, paths = _flatten(state)
     sums, finite = checksums(arrays)
@@ -171,8 +196,27 @@ class Checkpointer:
           arrays=ocp.args.StandardSave(arrays), meta=ocp.args.JsonSave(meta)), force=True)
       self._manager.wait_until_finished()
     except Exception as e:  # pylint: disable=broad-except  (disk full, a vanished mount, ...)
+      if _out_of_space(e):
+        raise CheckpointSpaceError(self._space_message(step, _nbytes(arrays))) from e
       raise CheckpointWriteError(f"writing checkpoint {self.directory / str(step)} failed "
                                  f"({_one_line(e)}); the earlier checkpoints are kept") from e
+
+  def _space_message(self, step: int, needed: int) -> str:
+    """Removes step's unfinished folder (orbax's `<step>.orbax-checkpoint-tmp-*`: its space back)
+    and says what the write needs."""
+    if jax.process_index() == 0:
+      for tmp in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+    try:
+      free = f"{shutil.disk_usage(os.fspath(self.directory)).free:,} bytes free there"
+    except (OSError, TypeError, ValueError):  # a bucket has no disk usage to ask
+      free = "free space unknown"
+    kept = self.latest_step()
+    return (f"writing checkpoint {self.directory / str(step)} failed: no space left on device; the "
+            f"training state needs up to {needed:,} bytes ({needed / 2**30:.2f} GiB, uncompressed), "
+            f"{free}. The earlier checkpoints are kept (newest: "
+            f"{'none' if kept is None else self.directory / str(kept)}); free space or set "
+            "config.workdir elsewhere (or lower checkpoint.max_to_keep), then re-run to resume")
 
   def read_meta(self, step: Optional[int] = None) -> dict:
     """The JSON metadata of checkpoint `step` (default: latest), e.g. to build a matching target.

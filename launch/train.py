@@ -19,6 +19,10 @@ multi-host pod slice, start this same command on every host (launch/tpu/run.py d
 launch/slurm/ for GPU clusters): `distributed_initialize` reads the coordinator and process layout
 from flags or the environment (TPU VMs and SLURM set them). launch/sweep.py runs this command once
 per entry of a config's sweep.
+
+On SIGTERM (a SLURM time-limit or preemption notice, a spot VM's shutdown) the run finishes its
+step, checkpoints it, logs one line and exits with 75 (grounding_jax/rl/preemption.py); a second
+SIGTERM exits at once. launch/slurm/sbatch.py --requeue requeues the job on that code.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from grounding_jax.eval import model_ref
 from grounding_jax.parallel import compile_cache
 from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import health
+from grounding_jax.rl import preemption
 from grounding_jax.rl.config import overrides
 from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
@@ -69,10 +74,12 @@ def main(argv):
     if _PROFILE_DIR.value:
       config.perf.profile_dir = _PROFILE_DIR.value
     config.model.path = os.path.abspath(presets.resolve_model_path(config.model.path))
-  # Errors a user causes (bad config values, data rows, start weights, checkpoints, a run stopped on
-  # non-finite updates) end the run with their message alone: it names the value and the fix.
+  # Errors a user causes (bad config values, data rows, start weights, checkpoints, a full disk, a
+  # run stopped on non-finite updates or on a reward that failed every row) end the run with their
+  # message alone: it names the value and the fix.
   user_errors = (config_checks.ConfigError, schema.DataError, checkpoints.CheckpointError,
-                 health.NonFiniteRunError, health.NonFiniteWeightsError)
+                 checkpoints.CheckpointWriteError, health.NonFiniteRunError,
+                 health.NonFiniteWeightsError, health.FailedRewardsError)
   try:
     setup.check_config(config, read_data=False)  # before the run record can overwrite a good one
     # The run record: the workdir alone then says which base model and dtype its checkpoints belong
@@ -87,6 +94,9 @@ def main(argv):
   except user_errors as e:
     logging.error("%s", e)
     sys.exit(1)
+  except preemption.Preempted as e:  # SIGTERM: the finished step is checkpointed; requeue to resume
+    logging.warning("%s", e)
+    sys.exit(preemption.PREEMPTED_EXIT_CODE)
   if history:
     last = history[-1]
     keys = [k for k in ("step", "reward/mean", "kl", "entropy", "completion_length/mean") if k in last]

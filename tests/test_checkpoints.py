@@ -1,7 +1,10 @@
 """Checkpoints round-trip params, optimizer state, PRNG key and metadata; bad paths fail clearly;
 damaged steps are detected by checksum and skipped; non-finite states and unwritable directories are
-refused before anything is written. (The checksums themselves: test_checksums.py.)"""
+refused before anything is written; a write that runs out of space keeps the earlier steps. (The
+checksums themselves: test_checksums.py.)"""
 
+import errno
+import subprocess
 import threading
 
 import jax
@@ -211,3 +214,48 @@ def test_unrolled_checkpoint_into_scanned_model_names_the_fix(tmp_path):
     ck.restore({"params": scanned})
   restored, _ = ck.restore({"params": unrolled})
   assert jax.tree.structure(restored) == jax.tree.structure({"params": unrolled})
+
+
+def _check_space_error(ck, info, step, needed):
+  message = str(info.value)
+  assert "\n" not in message and f"{ck.directory / str(step)} failed: no space left" in message
+  assert f"needs up to {needed:,} bytes" in message and "bytes free there" in message
+  assert f"newest: {ck.directory / '1'}" in message
+  assert ck.all_steps() == [1] and not list(ck.directory.glob(f"{step}.orbax-checkpoint-tmp*"))
+  np.testing.assert_array_equal(ck.restore(_big_state(0))[0]["params"]["w"], _big_state(1)["params"]["w"])
+
+
+def test_a_write_that_runs_out_of_space_keeps_the_previous_checkpoint_and_says_what_it_needs(
+    tmp_path, monkeypatch):
+  """ENOSPC raised at orbax's write call (the size-limited file system: the next test)."""
+  ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=1)
+  ck.save(1, _big_state(1))
+
+  def full(*args, **kwargs):
+    (ck.directory / "2.orbax-checkpoint-tmp-123").mkdir()  # what orbax leaves after a failed write
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(ck._manager, "save", full)
+  state = _big_state(2)
+  with pytest.raises(checkpoints.CheckpointSpaceError) as info:
+    ck.save(2, state)
+  needed = sum(np.asarray(x).nbytes for x in jax.tree.leaves(state))
+  _check_space_error(ck, info, 2, needed)
+
+
+def test_a_size_limited_file_system_fills_up(tmp_path):
+  """A real 1 MiB tmpfs (needs root, as CI containers often run): a 4 MiB state does not fit."""
+  mount = tmp_path / "small"
+  mount.mkdir()
+  if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                    capture_output=True).returncode:
+    pytest.skip("cannot mount a size-limited tmpfs here (not root); the ENOSPC test above covers it")
+  try:
+    ck = checkpoints.Checkpointer(mount / "ck", max_to_keep=2)
+    ck.save(1, _big_state(1))
+    state = {"params": {"w": jax.random.normal(jax.random.key(0), (1024, 1024))}}  # 4 MiB of noise
+    with pytest.raises(checkpoints.CheckpointSpaceError) as info:
+      ck.save(2, state)
+    _check_space_error(ck, info, 2, 4 * 1024 * 1024)
+  finally:
+    subprocess.run(["umount", str(mount)], check=True)

@@ -3,7 +3,8 @@
     health = RunHealth(config.health, saved=meta.get("health"))   # counts resume with the checkpoint
     health.start_stage(params)                                    # a new stage: its starting norm
     metrics = health.observe(global_step, metrics, params)        # adds health/*; warns; counts skips
-    health.stop_if_stuck(global_step, checkpointer)               # NonFiniteRunError after N skips
+    health.stop_if_stuck(global_step, checkpointer)               # NonFiniteRunError after N skips,
+                                                                  # FailedRewardsError after N failed
     save_finite(checkpointer, global_step, state, meta | {"health": health.state()})
 
 A step here is a GRPO step, numbered over the run (`global_step`, the logged step); an update is one
@@ -17,6 +18,12 @@ says. Each such step logs one warning naming the step and the first non-finite q
 `nonfinite/skipped_updates` is the run's running total of skipped updates. After
 `health.max_consecutive_nonfinite` steps in a row with a skipped update the run stops
 (NonFiniteRunError); its newest checkpoint holds finite parameters, since `save` refuses any other.
+
+A step whose reward failed on some rows (a judge server down or unreachable, a timeout, a reward
+raising; `reward/failed_frac`) logs one warning with how many of its rows failed: `reward.on_error`
+scored them, so they taught nothing. After `health.max_failed_steps` steps in a row whose reward
+failed on every row the run stops (FailedRewardsError): such a step has no reward signal at all,
+and a judge that stays down would otherwise spend the rest of the run's compute on nothing.
 
 Monitors, logged as health/<name>; a warning names the monitor, its value and its bound when it
 crosses the bound (once, until it is back within it; None = no bound):
@@ -85,6 +92,10 @@ _QUANTITIES = {
 
 class NonFiniteRunError(RuntimeError):
   """The run stopped after health.max_consecutive_nonfinite steps in a row skipped an update."""
+
+
+class FailedRewardsError(RuntimeError):
+  """The run stopped after health.max_failed_steps steps in a row whose reward failed on every row."""
 
 
 class NonFiniteWeightsError(ValueError):
@@ -178,6 +189,7 @@ class RunHealth:
     self.consecutive = int(saved.get("consecutive_nonfinite", 0))
     self.start_norm: Optional[float] = saved.get("start_param_norm")
     self._first_skipped_step: Optional[int] = saved.get("first_skipped_step")
+    self.failed_steps = int(saved.get("consecutive_failed_steps", 0))  # every reward row failed
     self._last_quantity: Optional[str] = None
     self._crossed: set[str] = set()
     self._cornered: set[str] = set(saved.get("corners_warned", ()))  # warned once per run
@@ -186,17 +198,18 @@ class RunHealth:
     """JSON-serialisable counts for the checkpoint's metadata (a resumed run continues them)."""
     return {"skipped_updates": self.skipped_updates, "consecutive_nonfinite": self.consecutive,
             "start_param_norm": self.start_norm, "first_skipped_step": self._first_skipped_step,
-            "corners_warned": sorted(self._cornered)}
+            "corners_warned": sorted(self._cornered), "consecutive_failed_steps": self.failed_steps}
 
   def start_stage(self, params) -> None:
     """A stage starts from `params`: param_norm_ratio is measured against their norm."""
     self.start_norm = float(_param_norm(params))
 
   def observe(self, global_step: int, metrics: Mapping[str, float], params, *,
-              abstention: str = "") -> dict:
+              abstention: str = "", rows: int = 0) -> dict:
     """`metrics` of step `global_step` with the health/ monitors and nonfinite/skipped_updates added
-    (the update's logprob_gap_* move under health/); logs the step's non-finite values and
-    crossings. `abstention`: the stage recipe's `abstention_component` ("" = no corner alarm)."""
+    (the update's logprob_gap_* move under health/); logs the step's non-finite values, failed
+    reward rows and crossings. `abstention`: the stage recipe's `abstention_component` ("" = no
+    corner alarm); `rows`: the rows `reward/failed_frac` is a share of (Stage.rows_per_step)."""
     out = {k: v for k, v in metrics.items() if k not in _MOVED}
     values = {name: float(metrics[key]) for name, (_, _, key) in MONITORS.items()
               if key is not None and key in metrics}
@@ -207,6 +220,7 @@ class RunHealth:
     values["param_norm_ratio"] = norm / max(self.start_norm, 1e-30)
     out.update({f"health/{k}": v for k, v in values.items()})
     self._count_nonfinite(global_step, metrics)
+    self._count_failed(global_step, metrics.get("reward/failed_frac", 0.0), rows)
     out["nonfinite/skipped_updates"] = float(self.skipped_updates)
     self._warn_crossings(global_step, values)
     rates = abstention_rates(metrics, abstention)
@@ -240,9 +254,23 @@ class RunHealth:
         f", the run stops at {limit} (health.max_consecutive_nonfinite)" if limit else "",
         self.skipped_updates)
 
+  def _count_failed(self, global_step: int, failed_frac: float, rows: int) -> None:
+    self.failed_steps = self.failed_steps + 1 if failed_frac >= 1.0 else 0
+    if not failed_frac:
+      return
+    limit = self.bounds.get("max_failed_steps")
+    lost = f"{round(failed_frac * rows)} of {rows} rows" if rows else f"{100 * failed_frac:.3g}% of rows"
+    logging.warning("step %d: the reward failed on %s (reward/failed_frac=%.3g; the [reward] lines "
+                    "say why): reward.on_error scored them, they taught nothing%s", global_step, lost,
+                    failed_frac, f"; every row failed in {self.failed_steps} step(s) in a row, the "
+                    f"run stops at {limit} (health.max_failed_steps)" if self.failed_steps and limit
+                    else "")
+
   def stop_if_stuck(self, global_step: int, checkpointer: checkpoints.Checkpointer) -> None:
     """Raises NonFiniteRunError when the last health.max_consecutive_nonfinite steps (0 = never)
-    each skipped an update."""
+    each skipped an update, FailedRewardsError when the last health.max_failed_steps steps each
+    had their reward fail on every row."""
+    self._stop_if_rewards_failed(global_step, checkpointer)
     limit = self.bounds.max_consecutive_nonfinite
     if not limit or self.consecutive < limit:
       return
@@ -256,6 +284,20 @@ class RunHealth:
         f"stopping at step {global_step}: {steps} as non-finite (health.max_consecutive_nonfinite="
         f"{limit}); at step {global_step} the first non-finite quantity was {what}. "
         f"{where[0].upper() + where[1:]}: {fix}, then re-run with the same workdir to resume")
+
+  def _stop_if_rewards_failed(self, global_step: int, checkpointer: checkpoints.Checkpointer) -> None:
+    limit = self.bounds.get("max_failed_steps")
+    if not limit or self.failed_steps < limit:
+      return
+    kept = checkpointer.latest_step()
+    where = "no checkpoint was written yet" if kept is None else \
+        f"the newest checkpoint is {checkpointer.directory / str(kept)}"
+    raise FailedRewardsError(
+        f"stopping at step {global_step}: the reward failed on every row of steps "
+        f"{global_step - self.failed_steps + 1}–{global_step} (health.max_failed_steps={limit}): a "
+        "judge server down or unreachable, or a reward that raises on every completion (the "
+        f"[reward] lines above show the error); {where}. Fix it, then re-run with the same workdir "
+        "to resume")
 
   def _warn_crossings(self, global_step: int, values: Mapping[str, float]) -> None:
     for name, (field, side, _) in MONITORS.items():

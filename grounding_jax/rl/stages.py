@@ -102,6 +102,11 @@ class Stage:
   def num_steps(self) -> int:
     return self.spec.num_steps
 
+  @property
+  def rows_per_step(self) -> int:
+    """Completions of a step's first sampling round (prompts × G): the rows its reward metrics cover."""
+    return self.view.rollout.prompts_per_step * self.view.rollout.group_size
+
   def programs(self, run: Run):
     """The stage's jitted (train_step, logprob_fn); train_step is one optimizer update."""
     return setup.programs(run.graphdef, self.optimizer, self.optimizer_key, self.settings)

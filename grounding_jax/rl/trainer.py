@@ -28,6 +28,7 @@ from grounding_jax import metrics_writer
 from grounding_jax.models import lora
 from grounding_jax.rl import health as health_lib
 from grounding_jax.rl import host_batch
+from grounding_jax.rl import preemption
 from grounding_jax.rl import setup
 from grounding_jax.rl import stages as stages_lib
 from grounding_jax.rl import step_perf
@@ -90,6 +91,8 @@ class Trainer:
 
     Args:
       max_steps: stop after this many GRPO steps in this call (checkpointing at the stop); None = all.
+    Raises:
+      preemption.Preempted: a SIGTERM came; the step under way finished and was checkpointed.
     """
     c = self.config
     validator = self.validator  # built before the first step, so a bad held-out row stops the run
@@ -116,6 +119,7 @@ class Trainer:
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
                                           initial_step=global_step, console=c.logging.console)
     done_here = 0  # GRPO steps run by this call
+    guard = preemption.Guard()  # SIGTERM: finish the step, checkpoint it, raise Preempted
     try:
       for stage_idx in range(stage_idx, len(c.stages)):
         if stage_step >= c.stages[stage_idx].num_steps:  # finished (resumed at its last checkpoint)
@@ -140,7 +144,7 @@ class Trainer:
                                                       self.rest, opt_state, ref_params)
             stage_step, global_step, done_here = stage_step + 1, global_step + 1, done_here + 1
             metrics, setup_times = {**metrics, "stage": float(stage_idx), **setup_times}, {}
-            metrics = health.observe(global_step, metrics, self.params,
+            metrics = health.observe(global_step, metrics, self.params, rows=st.rows_per_step,
                                      abstention=st.recipe.abstention_component)
             meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
                     "data_position": st.stream.position}
@@ -151,15 +155,19 @@ class Trainer:
               meta.update(validator.meta())
             writer.write(global_step, metrics)
             self.history.append({"step": global_step, **metrics})
-            health.stop_if_stuck(global_step, self.checkpointer)  # after N skipped steps in a row
+            health.stop_if_stuck(global_step, self.checkpointer)  # after N bad steps in a row
             last = stage_step == st.num_steps or (max_steps is not None and done_here >= max_steps)
-            if global_step % c.checkpoint.every_steps == 0 or last:  # never non-finite parameters
+            stop = guard.agreed(self.hosts) and global_step < total  # all stop after one step
+            if global_step % c.checkpoint.every_steps == 0 or last or stop:  # only finite states
               health_lib.save_finite(self.checkpointer, global_step, state(),
                                      {**meta, "health": health.state()})
+            if stop:
+              raise guard.preempted(global_step, self.checkpointer)
         finally:
           st.close()
         stage_step, position = 0, 0
     finally:
+      guard.close()
       writer.close()
     self.model = self.policy()
     return self.history

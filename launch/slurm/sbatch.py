@@ -4,6 +4,9 @@ r"""Writes and submits a SLURM batch script that runs one launcher on several GP
   python launch/slurm/sbatch.py --nodes=2 --gpus_per_node=8 --procs=gpu --partition=gpu \
       --time=24:00:00 --setup="source .venv/bin/activate" --workdir=/shared/runs/grace \
       -- --config=configs/grace.py --config.model.path=/shared/models/Qwen3-4B
+  # checkpoint 10 minutes before the time limit and requeue (resumes from the checkpoint)
+  python launch/slurm/sbatch.py --nodes=2 --time=4:00:00 --requeue --signal_seconds=600 \
+      --workdir=/shared/runs/grace -- --config=configs/grace.py
   # print the script instead of submitting it (save it, edit it, `sbatch` it yourself)
   python launch/slurm/sbatch.py --nodes=2 --dry_run -- --config=configs/grace.py > grace.sbatch
 
@@ -23,6 +26,18 @@ host work (tokenising, rewards) over more Python processes, per-node ones use le
 Process 0 prints to the job's output file (--output); the others write to <process_logs>/$SLURM_JOB_ID/
 process-<rank>.log. A failing process ends the job (srun --kill-on-bad-exit) instead of leaving its
 peers waiting in a collective.
+
+--requeue (time limits and preemption): `#SBATCH --signal=TERM@<--signal_seconds>` has SLURM send
+SIGTERM to every task that long before the time limit (without `B:`, which would signal the batch
+shell alone and leave it to forward the signal); the trainer finishes its step, checkpoints it and
+exits with 75 (grounding_jax/rl/preemption.py). Each task's shell outlives the signal (`trap :
+TERM`: the trainer itself keeps SIGTERM's default until it installs its handler) and, on 75, leaves
+a marker in the job's log folder; after srun the batch script requeues the job (`scontrol requeue`)
+when any task left one — not on srun's own status, which --kill-on-bad-exit can turn into a
+signal's when it kills the peers of the first task to exit. `#SBATCH --requeue` lets SLURM requeue
+the job (its own preemption with PreemptMode=REQUEUE needs it too), `--open-mode=append` keeps the
+earlier runs' output, and the requeued job (same id, same --workdir) resumes from the checkpoint.
+Set --signal_seconds above one GRPO step plus a checkpoint write: SLURM kills the job at its limit.
 """
 
 from __future__ import annotations
@@ -57,6 +72,12 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Passed to the entry as --workdi
 _REPO_DIR = flags.DEFINE_string("repo_dir", str(_REPO), "The checkout as the nodes see it.")
 _SCRIPT = flags.DEFINE_string("script", None, "Where to write the script (default <job_name>.sbatch).")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print the script; write and submit nothing.")
+_REQUEUE = flags.DEFINE_bool("requeue", False, "SIGTERM the tasks --signal_seconds before the time "
+                             "limit and requeue the job when the trainer exits with 75 (preempted).")
+_SIGNAL_SECONDS = flags.DEFINE_integer("signal_seconds", 300, "With --requeue: how long before the "
+                                       "time limit SLURM sends SIGTERM (> one step + a checkpoint).")
+
+PREEMPTED_EXIT_CODE = 75  # grounding_jax/rl/preemption.py (not imported: launchers stay light)
 
 
 def render(entry_args: list[str]) -> str:
@@ -69,6 +90,9 @@ def render(entry_args: list[str]) -> str:
                      ("cpus-per-task", _CPUS)):
     if flag.value is not None:
       lines.append(f"#SBATCH --{name}={flag.value}")
+  if _REQUEUE.value:
+    lines += ["#SBATCH --requeue", f"#SBATCH --signal=TERM@{_SIGNAL_SECONDS.value}",
+              "#SBATCH --open-mode=append"]
   lines += [f"#SBATCH {arg}" for arg in _SBATCH_ARGS.value]
   lines += ["set -euo pipefail", f"cd {shlex.quote(_REPO_DIR.value)}"]
   if _SETUP.value:
@@ -80,10 +104,25 @@ def render(entry_args: list[str]) -> str:
   args = list(entry_args) + ([f"--workdir={_WORKDIR.value}"] if _WORKDIR.value else [])
   program = shlex.join([_PYTHON.value, _ENTRY.value, *args])
   # Single quotes: $SLURM_PROCID is expanded by each task's shell, not once by the batch shell.
-  per_task = (f'if [ "$SLURM_PROCID" = 0 ]; then exec {program}; '
-              f'else exec {program} > {log_dir}/process-$SLURM_PROCID.log 2>&1; fi')
-  lines += [f"mkdir -p {log_dir}",
-            f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(per_task)}"]
+  if not _REQUEUE.value:
+    per_task = (f'if [ "$SLURM_PROCID" = 0 ]; then exec {program}; '
+                f'else exec {program} > {log_dir}/process-$SLURM_PROCID.log 2>&1; fi')
+    lines += [f"mkdir -p {log_dir}",
+              f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(per_task)}"]
+    return "\n".join(lines) + "\n"
+  marker = f"{log_dir}/preempted"
+  per_task = (f'trap : TERM; if [ "$SLURM_PROCID" = 0 ]; then {program}; '
+              f'else {program} > {log_dir}/process-$SLURM_PROCID.log 2>&1; fi; status=$?; '
+              f'if [ "$status" = {PREEMPTED_EXIT_CODE} ]; then touch {marker}; fi; exit "$status"')
+  lines += [f"mkdir -p {log_dir}", f"rm -f {marker}", "set +e",
+            f"srun --kill-on-bad-exit=1 bash -c {shlex.quote(per_task)}",
+            "status=$?", "set -e",
+            f"if [ -e {marker} ]; then",
+            f'  echo "preempted (exit {PREEMPTED_EXIT_CODE}): requeueing job $SLURM_JOB_ID to resume '
+            'from its checkpoint"',
+            '  scontrol requeue "$SLURM_JOB_ID"',
+            "fi",
+            'exit "$status"']
   return "\n".join(lines) + "\n"
 
 
@@ -91,6 +130,8 @@ def main(argv):
   for kv in _ENV.value:
     if "=" not in kv:
       raise app.UsageError(f"--env={kv!r} must be KEY=VALUE")
+  if _REQUEUE.value and _SIGNAL_SECONDS.value < 1:
+    raise app.UsageError(f"--signal_seconds={_SIGNAL_SECONDS.value} must be >= 1")
   if _NODES.value < 1 or _GPUS.value < 1:
     raise app.UsageError(f"--nodes={_NODES.value} and --gpus_per_node={_GPUS.value} must be >= 1")
   script = render(argv[1:])

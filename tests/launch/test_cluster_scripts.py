@@ -134,3 +134,36 @@ def test_local_gpus_one_process_and_one_per_gpu():
                    "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": str(rank)}
     assert tail == ([] if rank == 0 else [">", f"local_logs/process-{rank}.log", "2", ">&", "1", "&"])
   assert lines[-1].startswith("CUDA_VISIBLE_DEVICES=0 ")  # process 0 last, in the foreground
+
+
+def _fake(path, text):
+  path.write_text("#!/bin/bash\n" + text)
+  path.chmod(0o755)
+  return path
+
+
+def test_sbatch_requeue_signals_the_tasks_and_requeues_when_one_exits_75(tmp_path):
+  """The --requeue script, run by bash with stand-ins for srun (two tasks), scontrol and python:
+  process 0 exits 75 (preempted) while process 1 is killed (srun's --kill-on-bad-exit), so srun's
+  status is not 75, and the job is requeued all the same; a run that finishes is not."""
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  _fake(bin_dir / "srun", 'shift; SLURM_PROCID=0 "$@" & a=$!; SLURM_PROCID=1 "$@" & b=$!\n'
+        'wait $a; ra=$?; wait $b; rb=$?; exit $(( ra > rb ? ra : rb ))\n')
+  _fake(bin_dir / "scontrol", f'echo "$@" >> {tmp_path}/scontrol.log\n')
+  python = _fake(tmp_path / "python", 'if [ "$SLURM_PROCID" = 0 ]; then exit $STATUS0; fi; exit 137\n')
+  script = _dry_run("slurm/sbatch.py", "--nodes=1", "--gpus_per_node=2", "--requeue",
+                    "--signal_seconds=600", f"--python={python}", f"--repo_dir={tmp_path}",
+                    "--process_logs=logs", "--workdir=/shared/runs/grace")
+  assert _bash_syntax_ok(script)
+  directives = [l for l in script.splitlines() if l.startswith("#SBATCH")]
+  assert directives[-3:] == ["#SBATCH --requeue", "#SBATCH --signal=TERM@600",
+                             "#SBATCH --open-mode=append"]
+  for status, requeued in ((75, True), (0, False), (75, True)):  # the marker is not left over
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "123", "STATUS0": str(status)}
+    (tmp_path / "scontrol.log").unlink(missing_ok=True)
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 137, proc.stderr  # srun's status, passed on
+    log = tmp_path / "scontrol.log"
+    assert (log.read_text() == "requeue 123\n") if requeued else not log.exists(), proc.stdout
+    assert ("requeueing job 123" in proc.stdout) == requeued

@@ -321,6 +321,9 @@ HEALTH = (
     Field("health.max_consecutive_nonfinite", 3, int, "stop the run after this many non-finite "
           "steps in a row; 0 = never (each is still skipped and logged)", lo=0,
           why="0 = never stop"),
+    Field("health.max_failed_steps", 3, int, "stop the run after this many steps in a row whose "
+          "reward failed on every row (e.g. a judge server down: reward.on_error scored them and "
+          "nothing was learnt); 0 = never", lo=0, why="0 = never stop"),
     Field("health.entropy_min", 0.01, float, "nats per token: below it the policy has collapsed",
           **_NO_BOUND),
     Field("health.kl_max", 1.0, float, "per-token KL(π ‖ π_ref) (k3), when kl_coef > 0", **_NO_BOUND),
