@@ -350,7 +350,8 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
             seed: int = 0, confidence: float = 0.95) -> list[dict[str, bootstrap.Interval]]:
   """For each model after the first: paired-bootstrap intervals of its difference to the first on
   the recipe's headline metric, the reward, the selective-prediction metrics (eval/selective.py:
-  coverage, selective_accuracy, aurc, balanced_accuracy) and answer_em / answer_f1, {metric: Interval}; the first model's
+  coverage, selective_accuracy, aurc, balanced_accuracy), answer_em / answer_f1 and the two sides
+  (accuracy_answerable, abstention_unanswerable), {metric: Interval}; the first model's
   entry is {}."""
   recipe = recipes.get_recipe(recipe_name)
   headline = recipe.headline_metric
@@ -371,6 +372,8 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
                                              selective.summary, **kw))
     entry.update(bootstrap.paired_bootstraps(_answer_columns(first), _answer_columns(r),
                                              metrics_lib.answer_summary, **kw))
+    entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
+                                             _sides, **kw))
     out.append(entry)
   return out
 
@@ -384,3 +387,12 @@ def _selective_columns(result: ModelResult) -> dict[str, np.ndarray]:
 def _answer_columns(result: ModelResult) -> dict[str, np.ndarray]:
   """The per-example columns metrics_lib.answer_summary reads."""
   return {k: result.per_example[k] for k in ("item_answerable",) + metrics_lib.ANSWER_METRICS}
+
+
+def _sides(per: Mapping[str, np.ndarray]) -> dict[str, float]:
+  """accuracy_answerable and abstention_unanswerable (in %, NaN for an absent side), as _row."""
+  answerable = np.asarray(per["item_answerable"]) > 0
+  return {"accuracy_answerable": (100.0 * float(np.mean(per["correct"][answerable]))
+                                  if answerable.any() else float("nan")),
+          "abstention_unanswerable": (100.0 * float(np.mean(per["abstained"][~answerable]))
+                                      if (~answerable).any() else float("nan"))}
