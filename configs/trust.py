@@ -6,7 +6,7 @@ r"""Ground-GRPO (arXiv:2506.15522, "Lessons from Training Grounded LLMs"): two s
       --config.stages[0].data.path=/data/trust_stage1/train.jsonl \
       --config.stages[1].data.path=/data/trust_stage2/train.jsonl \
       --config.reward.functions[0].options.nli=/ckpt/t5_xxl_true_nli_mixture --workdir=/runs/trust
-  python launch/train.py --config=configs/trust.py:runlocal --workdir=/tmp/gj_trust   # NLI: SmolLM2
+  python launch/train.py --config=configs/trust.py:runlocal --workdir=/tmp/gj_trust   # NLI: word recall
   python launch/train.py --config=configs/trust.py:runlocal \
       --config.reward.functions[0].options.nli=/path/to/any/nli_classifier --workdir=/tmp/gj_trust
   python launch/learning_check.py --config=configs/trust.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_trust
@@ -74,7 +74,11 @@ def get_config(arg=None):
   if arg and "runlocal" in arg:
     presets.runlocal(c, max_new_tokens=128)  # gold completions: ≤ 53 SmolLM2 tokens
     c.stages[0].num_steps, c.stages[1].num_steps = 4, 12   # the paper's stage 1 is the short one
-    # Offline, the citation reward's NLI judge is SmolLM2 asked yes/no (judges/llm.py): plumbing,
-    # not the paper's TRUE T5; pass a real NLI folder with --config.reward.functions[0].options.nli=.
-    nli.set("smollm2")
+    # Offline, the citation reward's and Trust-Score's NLI judge is word recall (judges/base.py
+    # LexicalNLIJudge: every word of the statement in the cited passages), not the paper's TRUE T5;
+    # pass a real NLI folder with --config.reward.functions[0].options.nli=. SmolLM2 asked yes/no
+    # (nli="smollm2", the earlier stand-in) said "no" to all 8 verbatim gold statements of the
+    # training draw, so a cited right answer earned what a wrong one did (2.5) and GRPO had no
+    # correctness signal (docs/results.md, the learning check).
+    nli.set("lexical")
   return c

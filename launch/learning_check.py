@@ -120,23 +120,28 @@ def examples_for(config, split: str, num_examples: int) -> list:
   return splits.held_out(config.evals.data, num_examples, train_specs, exclude=heldout, seed_offset=1)
 
 
-def sft_config(config, steps: int):
+def sft_config(config, steps: int, data_path: str | None = None):
   """configs/sft.py:runlocal for a warm-up before GRPO: the first stage recipe's prompt and gold
   completion (`Recipe.gold_completion`) of that stage's own training items (same synthetic draw, so
-  no held-out item is seen), `steps` updates of 4 rows at a constant lr 5e-5 (the demo's warm-up
-  rate: the format must land in a few steps), prompts and targets cut at the rollout's limits."""
+  no held-out item is seen) — or of the Examples file `data_path` (launch/real_data_check.py's SFT
+  part) — `steps` updates of 4 rows at a constant lr 5e-5 (the demo's warm-up rate: the format must
+  land in a few steps), prompts and targets cut at the rollout's limits."""
   c = sft_trainer.default_config()
   st = config.stages[0]
-  if st.data.kind != "synthetic":
+  if st.data.kind != "synthetic" and not data_path:
     raise ValueError(f"--sft_steps needs a synthetic first stage; stages[0].data.kind={st.data.kind!r}")
   c.workdir = str(pathlib.Path(config.workdir) / "sft")
   c.model.update(dict(path=config.model.path, remat=True, compute_dtype=config.model.compute_dtype))
-  c.data.update(dict(kind="recipe", recipe=st.recipe, source="synthetic",
-                     num_examples=int(st.data.num_examples), seed=int(st.data.seed),
-                     answerable_ratio=float(st.data.answerable_ratio),
-                     enable_thinking=config.rollout.enable_thinking,
+  c.data.update(dict(kind="recipe", recipe=st.recipe, enable_thinking=config.rollout.enable_thinking,
                      max_prompt_tokens=int(config.rollout.max_prompt_tokens),
                      max_completion_tokens=int(config.rollout.max_new_tokens)))
+  if data_path:
+    with open(data_path, encoding="utf-8") as f:
+      rows = sum(1 for line in f if line.strip())
+    c.data.update(dict(source="jsonl", path=str(data_path), num_examples=rows))
+  else:
+    c.data.update(dict(source="synthetic", num_examples=int(st.data.num_examples),
+                       seed=int(st.data.seed), answerable_ratio=float(st.data.answerable_ratio)))
   c.batch_size, c.micro_batch_size, c.num_epochs = 4, 2, 1
   c.optimizer.update(dict(learning_rate=5e-5, schedule="constant", warmup_ratio=0.0))
   c.checkpoint.every_steps = steps
@@ -148,9 +153,9 @@ def sft_config(config, steps: int):
   return c
 
 
-def sft_warmup(config, steps: int) -> str:
+def sft_warmup(config, steps: int, data_path: str | None = None) -> str:
   """Runs the warm-up (sft_config) and returns its exported HF folder, the GRPO start model."""
-  c = sft_config(config, steps)
+  c = sft_config(config, steps, data_path)
   model_ref.write_run_config(c.workdir, c)
   sft = sft_trainer.SFTTrainer(c)
   sft.train(max_steps=steps)
@@ -165,14 +170,17 @@ def training_fractions(history: Sequence[Mapping[str, Any]]) -> dict[str, dict[s
           for k, v in report.training_signal(history, TRAIN_FRACTIONS).items()}
 
 
-def summary_rows(recipe_name: str, results, versus_start, versus_previous) -> list[dict[str, Any]]:
+def summary_rows(recipe_name: str, results, versus_start, versus_previous,
+                 extra_metrics: Sequence[str] = ()) -> list[dict[str, Any]]:
   """[{metric, <row name>: value, ..., "vs_start": Interval, "vs_previous": Interval | None}] for the
-  reward and the recipe's headline metric; the intervals are the last row's difference."""
+  reward, the recipe's headline metric and `extra_metrics` (harness row keys, e.g. answer_f1); the
+  intervals are the last row's difference."""
   headline = recipes.get_recipe(recipe_name).headline_metric
+  names = list(dict.fromkeys(("reward", headline, *extra_metrics)))
   return [{"metric": m, **{r.name: r.metrics.get(m) for r in results},
            "vs_start": versus_start[-1].get(m),
            "vs_previous": versus_previous[-1].get(m) if versus_previous else None}
-          for m in ("reward", headline)]
+          for m in names]
 
 
 def _fmt(v) -> str:
@@ -196,7 +204,8 @@ def markdown(recipe_name: str, names: Sequence[str], rows, fractions, about: Map
   for k, v in fractions.items():
     lines.append(f"| {k} | {v['first']:.3g} | {v['last']:.3g} | {v['mean']:.3g} |")
   lines.append("")
-  for key in ("command", "split", "data", "sft_steps", "steps", "wall_seconds", "load_average"):
+  for key in ("command", "split", "data", "sft_steps", "steps", "wall_seconds", "load_average",
+              *[k for k in about if k.startswith("ids_")]):
     if key in about:
       lines.append(f"- {key}: {about[key]}")
   return "\n".join(lines) + "\n"
@@ -207,7 +216,8 @@ def _interval_json(iv):
                                   "confidence": iv.confidence}
 
 
-def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0):
+def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
+                 sft_data: str | None = None):
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
   split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
   model loads. Raises ValueError / FileNotFoundError."""
@@ -217,17 +227,20 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
   rewards = from_config.last_stage_rewards(config)
   harness.check_examples(examples, settings, rewards)
   if sft_steps:
-    sft_config(config, sft_steps)
+    sft_config(config, sft_steps, sft_data)
   return settings, examples, rewards
 
 
 def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
         output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True, sft_data: str | None = None,
+        extra_metrics: Sequence[str] = (), about_extra: Mapping[str, Any] | None = None
+        ) -> dict[str, Any]:
   """The whole check on a prepared config (prepare_config); returns the summary written to
-  OUT/learning_check.json (with "markdown" and "output_dir" added)."""
+  OUT/learning_check.json (with "markdown" and "output_dir" added). `sft_data`: an Examples file
+  for the warm-up instead of the first stage's synthetic draw."""
   t0, load_start = time.perf_counter(), os.getloadavg()
-  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps)
+  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data)
   out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
   options = settings.evaluate_options()  # judges built once, on first use
   kw = dict(rewards=rewards, options=options, progress=progress)
@@ -242,7 +255,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
     del loaded
     sampling.release_kv_cache()
     with config.unlocked():
-      config.model.path = sft_warmup(config, sft_steps)
+      config.model.path = sft_warmup(config, sft_steps, sft_data)
   model_ref.write_run_config(config.workdir, config)
   trainer = trainer_lib.Trainer(config)
   kw["mesh"] = trainer.mesh
@@ -264,9 +277,9 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
            "sft_steps": sft_steps, "steps": steps, "wall_seconds": round(time.perf_counter() - t0, 1),
            "load_average": f"{load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end (1-min)",
            "models": {"start": base_path, **({"sft": config.model.path} if sft_steps else {}),
-                      "grpo": f"{config.workdir}@{steps}"}}
+                      "grpo": f"{config.workdir}@{steps}"}, **(about_extra or {})}
   report.write(out, settings.recipe, results, versus_start, about)
-  rows = summary_rows(settings.recipe, results, versus_start, versus_previous)
+  rows = summary_rows(settings.recipe, results, versus_start, versus_previous, extra_metrics)
   fractions = training_fractions(history)
   text = markdown(settings.recipe, names, rows, fractions, about)
   (out / "learning_check.md").write_text(text)

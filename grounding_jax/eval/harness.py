@@ -19,6 +19,8 @@ the abstention rate on unanswerable ones (mean "abstained", the recipe's own not
 path, Trust-Score's refusal, TruthRL's \\boxed{I don't know}; ARENA, LEAR and naive define none and
 count a refusal or "I don't know" answer, `recipes.base.says_unanswerable`). With num_samples k > 1,
 pass@k and maj@k are added where the recipe states a correct / wrong verdict per answer. Every row
+has answer_em and answer_f1 (eval/metrics.py: the recipe's extracted answer against the gold answers,
+SQuAD v1.1 EM and token F1, in % over the answerable items), whatever the recipe's own table. Every row
 also has the selective-prediction metrics (eval/selective.py): coverage, accuracy among answered
 items, AURC with the completion's mean sampler log-prob as the confidence (per-example column
 "confidence"), and balanced accuracy; `compare` bootstraps them too.
@@ -251,6 +253,7 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
   per = {kk: np.asarray(v, np.float64) for kk, v in result["per_example"].items()}
   per.update(_reward_columns(rewards, completions, rows, lengths, truncated, extras))
   per["item_answerable"] = np.array([ex.answerable is not False for ex in rows], np.float64)
+  per.update(metrics_lib.answer_scores(result["answers"], [ex.answers for ex in rows]))
   per["completion_length"] = np.asarray(lengths, np.float64)
   per["truncated"] = np.asarray(truncated, np.float64)
   per["confidence"] = np.asarray(mean_logprobs, np.float64)
@@ -332,6 +335,7 @@ def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np
   row["abstention_unanswerable"] = pct(per["abstained"], ~answerable)
   row["abstention_answerable"] = pct(per["abstained"], answerable)
   row.update(selective.summary(per))
+  row.update(metrics_lib.answer_summary(per))
   for kk, v in per.items():
     if kk == "reward" or kk.startswith(("reward/", "pass@", "maj@")):
       row[kk] = float(np.mean(v))
@@ -345,8 +349,9 @@ def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np
 def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: int = 10_000,
             seed: int = 0, confidence: float = 0.95) -> list[dict[str, bootstrap.Interval]]:
   """For each model after the first: paired-bootstrap intervals of its difference to the first on
-  the recipe's headline metric, the reward and the selective-prediction metrics (eval/selective.py:
-  coverage, selective_accuracy, aurc, balanced_accuracy), {metric: Interval}; the first model's
+  the recipe's headline metric, the reward, the selective-prediction metrics (eval/selective.py:
+  coverage, selective_accuracy, aurc, balanced_accuracy), answer_em / answer_f1 and the two sides
+  (accuracy_answerable, abstention_unanswerable), {metric: Interval}; the first model's
   entry is {}."""
   recipe = recipes.get_recipe(recipe_name)
   headline = recipe.headline_metric
@@ -365,6 +370,10 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
                                                    r.per_example["reward"], **kw)
     entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
                                              selective.summary, **kw))
+    entry.update(bootstrap.paired_bootstraps(_answer_columns(first), _answer_columns(r),
+                                             metrics_lib.answer_summary, **kw))
+    entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
+                                             _sides, **kw))
     out.append(entry)
   return out
 
@@ -373,3 +382,17 @@ def _selective_columns(result: ModelResult) -> dict[str, np.ndarray]:
   """The per-example columns selective.summary reads (a small dict, so resampling it is cheap)."""
   keys = ("correct", "abstained", "item_answerable", "confidence")
   return {k: result.per_example[k] for k in keys if k in result.per_example}
+
+
+def _answer_columns(result: ModelResult) -> dict[str, np.ndarray]:
+  """The per-example columns metrics_lib.answer_summary reads."""
+  return {k: result.per_example[k] for k in ("item_answerable",) + metrics_lib.ANSWER_METRICS}
+
+
+def _sides(per: Mapping[str, np.ndarray]) -> dict[str, float]:
+  """accuracy_answerable and abstention_unanswerable (in %, NaN for an absent side), as _row."""
+  answerable = np.asarray(per["item_answerable"]) > 0
+  return {"accuracy_answerable": (100.0 * float(np.mean(per["correct"][answerable]))
+                                  if answerable.any() else float("nan")),
+          "abstention_unanswerable": (100.0 * float(np.mean(per["abstained"][~answerable]))
+                                      if (~answerable).any() else float("nan"))}

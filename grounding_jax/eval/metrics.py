@@ -1,5 +1,9 @@
-"""Sampling metrics over k answers per question: pass@k and majority@k.
+"""Metrics every recipe's evaluation shares: answer EM / F1 on answerable items, pass@k, majority@k.
 
+  answer_scores / answer_summary   each answer's SQuAD v1.1 EM and token F1 against the gold
+              answers, and their means (in %) over the answerable items: the columns answer_em and
+              answer_f1 of every harness row, whatever the recipe's own table (a small model's answer
+              is often partly right: F1 shows it where EM says 0)
   pass_at_k   the unbiased estimator 1 − C(n−c, k)/C(n, k) (Chen et al. 2021).
   maj_at_k    majority@k (TruthRL, arXiv:2509.25760 Fig. 2) with our voting rule (majority_vote).
 Each paper's own metrics live with its recipe (grounding_jax/recipes/<recipe>/).
@@ -15,7 +19,31 @@ import numpy as np
 from grounding_jax import text as text_lib
 from grounding_jax.text import em_f1
 
-__all__ = ["em_f1", "maj_at_k", "majority_vote", "pass_at_k"]
+__all__ = ["answer_scores", "answer_summary", "em_f1", "maj_at_k", "majority_vote", "pass_at_k"]
+
+ANSWER_METRICS = ("answer_em", "answer_f1")
+
+
+def answer_scores(answers: Sequence[object], golds: Sequence[Sequence[str]]) -> dict[str, np.ndarray]:
+  """{"answer_em", "answer_f1"}: float64 [N] in [0, 1], each answer's SQuAD v1.1 exact match and
+  token F1 (text.exact_match / text.token_f1: max over the gold aliases; 0 without gold answers or
+  for a non-string answer)."""
+  if len(answers) != len(golds):
+    raise ValueError(f"{len(answers)} answers for {len(golds)} gold lists.")
+  em, f1 = np.zeros(len(answers)), np.zeros(len(answers))
+  for i, (a, g) in enumerate(zip(answers, golds)):
+    refs = [r for r in g if isinstance(r, str) and r.strip()]
+    if isinstance(a, str) and refs:
+      em[i], f1[i] = text_lib.exact_match(a, refs), text_lib.token_f1(a, refs)
+  return {"answer_em": em, "answer_f1": f1}
+
+
+def answer_summary(per_example) -> dict[str, float]:
+  """{"answer_em", "answer_f1"}: the means (in %) of answer_scores' columns over the rows whose
+  "item_answerable" is > 0 (NaN without any)."""
+  answerable = np.asarray(per_example["item_answerable"], np.float64) > 0
+  return {k: (100.0 * float(np.mean(np.asarray(per_example[k], np.float64)[answerable]))
+              if answerable.any() else float("nan")) for k in ANSWER_METRICS}
 
 
 def pass_at_k(num_samples: Sequence[int] | int, num_correct: Sequence[int] | int, k: int) -> np.ndarray:

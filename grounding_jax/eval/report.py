@@ -24,7 +24,8 @@ from grounding_jax.eval import bootstrap
 from grounding_jax.eval import selective
 from grounding_jax.eval.harness import ModelResult
 
-LABELS = {"reward": "reward", "accuracy_answerable": "acc. answerable",
+LABELS = {"reward": "reward", "accuracy_answerable": "acc. answerable", "answer_em": "EM answerable",
+          "answer_f1": "F1 answerable",
           "abstention_unanswerable": "abstain unanswerable", "coverage": "coverage",
           "selective_accuracy": "sel. acc.", "aurc": "AURC ↓", "balanced_accuracy": "balanced acc."}
 
@@ -45,7 +46,7 @@ def columns(recipe_name: str, results: Sequence[ModelResult]) -> list[str]:
   """The table's metric columns: the paper's, then reward, the answerable / unanswerable pair and
   the k-sample metrics, keeping only those some row has."""
   recipe = recipes.get_recipe(recipe_name)
-  extra = ["reward", "accuracy_answerable", "abstention_unanswerable"]
+  extra = ["reward", "accuracy_answerable", "answer_em", "answer_f1", "abstention_unanswerable"]
   extra += sorted({k for r in results for k in r.metrics if k.startswith(("pass@", "maj@"))})
   cols = list(recipe.metric_columns) + extra
   return [c for c in cols if c in recipe.metric_columns or any(c in r.metrics for r in results)]
@@ -76,10 +77,11 @@ def _markdown_table(results: Sequence[ModelResult],
 
 def table(recipe_name: str, results: Sequence[ModelResult],
           intervals: Sequence[Mapping[str, bootstrap.Interval]]) -> str:
-  """The markdown table (one row per model): the recipe's columns, then Δ headline and Δ reward."""
+  """The markdown table (one row per model): the recipe's columns, then Δ headline, Δ reward and
+  Δ answer F1 on answerable items."""
   recipe = recipes.get_recipe(recipe_name)
-  return _markdown_table(results, intervals, columns(recipe_name, results),
-                         [recipe.headline_metric, "reward"])
+  deltas = list(dict.fromkeys([recipe.headline_metric, "reward", "answer_f1"]))
+  return _markdown_table(results, intervals, columns(recipe_name, results), deltas)
 
 
 def selective_table(results: Sequence[ModelResult],
@@ -112,7 +114,8 @@ def markdown(recipe_name: str, results: Sequence[ModelResult],
            f"acc. answerable = mean per-example verdict (\"correct\") on answerable items; abstain "
            f"unanswerable = share of unanswerable items where the model abstained: "
            f"{recipe.abstention}. reward = the run's reward functions "
-           "on these completions (mean)."]
+           "on these completions (mean). EM / F1 answerable = the extracted answer's SQuAD v1.1 "
+           "exact match and token F1 against the gold answers, on answerable items."]
   if any_iv is not None:
     notes.append(f"Δ = model − first model on the same questions; interval: paired bootstrap, "
                  f"{any_iv.n_resamples} resamples of the questions, {100 * any_iv.confidence:g} % "

@@ -3,6 +3,7 @@ the exact-match correctness judge.
 
   NLIJudge           entails(premises, hypotheses) -> bool[N]
   CorrectnessJudge   judge(questions, predictions, golds) -> bool[N]
+  LexicalNLIJudge    a model-free entailment stand-in (word recall) for offline CPU runs
 
 Judges are host-side and batched: a recipe sends all of a batch's queries in one call. Model output
 never makes a judge raise; misaligned or mistyped inputs (a caller's bug) do.
@@ -108,3 +109,30 @@ class ExactMatchJudge:
     _, predictions, golds = check_correctness_inputs(questions, predictions, golds)
     return np.array([text_lib.exact_match(p if isinstance(p, str) else "", g) == 1.0
                      for p, g in zip(predictions, golds)], bool)
+
+
+class LexicalNLIJudge:
+  """An offline entailment stand-in with no model: the premise "entails" the hypothesis iff at least
+  `min_recall` of the hypothesis's SQuAD-normalised words (`text.normalize_answer`) occur among the
+  premise's. A bag-of-words overlap baseline, blind to negation and paraphrase — plumbing for CPU
+  runs whose statements quote their passages (the synthetic world), never a paper's NLI model.
+
+  Why it exists: the 135M SmolLM2 asked yes/no answered "no" to every verbatim-quoted gold statement
+  of the trust :runlocal training draw (8 of 8 pairs), so a cited right answer and a wrong one
+  earned the same reward.
+  """
+
+  def __init__(self, min_recall: float = 1.0):
+    if not 0.0 < min_recall <= 1.0:
+      raise ValueError(f"lexical NLI judge: min_recall={min_recall} must be in (0, 1].")
+    self.min_recall = float(min_recall)
+
+  def entails(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+    premises, hypotheses = check_pairs(premises, hypotheses)
+    out = np.zeros(len(premises), dtype=bool)
+    for i, (p, h) in enumerate(zip(premises, hypotheses)):
+      words = text_lib.normalize_answer(h).split()
+      if words:
+        vocabulary = set(text_lib.normalize_answer(p).split())
+        out[i] = sum(w in vocabulary for w in words) >= self.min_recall * len(words)
+    return out

@@ -9,6 +9,7 @@
   build({"kind": "openai", "base_url": "http://judge:8000/v1", "model": NAME,
          "api_key_env": "JUDGE_KEY", "style": STYLE})   # vLLM or any OpenAI-compatible server
   build("/path/to/folder", role="nli")            # a bare path: kind "nli"
+  build({"kind": "lexical", "min_recall": 1.0}, role="nli")   # no model: word recall (also "lexical")
 
 A correctness judge of kind "llm" or "openai" asks in a paper's style: STYLE is a judges.JudgeStyle.
 A config names it (style="<name>"); the recipe that reads the config puts its style object in the
@@ -49,10 +50,10 @@ from grounding_jax.models import gguf_convert
 from grounding_jax.judges import llm
 from grounding_jax.judges import nli as nli_models
 from grounding_jax.judges import openai_api
-from grounding_jax.judges.base import ExactMatchJudge
+from grounding_jax.judges.base import ExactMatchJudge, LexicalNLIJudge
 from grounding_jax.judges.style import JudgeStyle
 
-KINDS = ("exact_match", "llm", "nli", "openai")
+KINDS = ("exact_match", "lexical", "llm", "nli", "openai")
 ROLES = ("correctness", "nli")
 
 # A served yes/no entailment judge needs a few tokens only.
@@ -99,7 +100,7 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
   an ml_collections.ConfigDict (a config's reward option) becomes a dict.
   """
   if isinstance(spec, (str, os.PathLike)):
-    spec = ({"kind": "exact_match"} if spec == "exact_match"
+    spec = ({"kind": spec} if spec in ("exact_match", "lexical")
             else {"kind": "nli", "path": os.fspath(spec)})
   if hasattr(spec, "to_dict"):  # ml_collections.ConfigDict
     spec = spec.to_dict()
@@ -139,6 +140,10 @@ def build(spec: Any, role: str = "correctness", *, mesh: jax.sharding.Mesh | Non
     if role != "correctness":
       raise ValueError("judge kind='exact_match' answers correctness, not NLI; use kind 'nli' or 'llm'.")
     return ExactMatchJudge()
+  if kind == "lexical":
+    if role != "nli":
+      raise ValueError("judge kind='lexical' answers entailment (role 'nli'), not correctness.")
+    return LexicalNLIJudge(**spec)
   if kind == "openai":
     decoding = _style(spec).decoding if role == "correctness" else NLI_DECODING
     options = {**decoding,
@@ -213,6 +218,6 @@ def lazy(spec: Any, role: str = "correctness"):
   judge objects pass through; exact match is built at once: it holds nothing)."""
   if spec is None or callable(spec) or callable(getattr(spec, "entails", None)):
     return spec
-  if normalize_spec(spec)["kind"] == "exact_match":
+  if normalize_spec(spec)["kind"] in ("exact_match", "lexical"):  # hold no model: built at once
     return build(spec, role)
   return LazyJudge(spec, role)

@@ -44,8 +44,8 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
     for fn in (st.reward.get("functions") or c.reward.functions):
       options = from_config.reward_options(fn.options, str(tmp_path))  # tokenizer="policy": a folder
       if fn.name.startswith("trust") and arg == "runlocal":
-        # Offline, SmolLM2 asked yes/no is the NLI judge (built on first use), for Trust-Score too.
-        assert options["nli"] == c.evals.judges.nli == "smollm2"
+        # Offline, word recall is the NLI judge (judges.LexicalNLIJudge), for Trust-Score too.
+        assert options["nli"] == c.evals.judges.nli == "lexical"
       elif fn.name.startswith("trust"):
         # An NLI folder must be named; without one the reward says which option to set.
         with pytest.raises(ValueError, match="nli"):
@@ -59,6 +59,28 @@ def test_config_builds_with_real_rewards_and_prompts(path, arg, tmp_path):
       assert callable(get_reward(fn.name, **options))
   if arg == "runlocal":
     assert c.model.path == "smollm2" and all(st.data.kind == "synthetic" for st in c.stages)
+
+
+def test_trust_runlocal_reward_ranks_a_cited_right_answer_above_a_wrong_one():
+  # The learning check's signal (docs/results.md): under the :runlocal NLI stand-in the gold
+  # completion earns stage 2's maximum for its example (tags 1 + format 1 + answering 0.5 + EM 0.5 +
+  # good citation 0.5; a refusal of an unanswerable item 3.0), and another question's gold answer in
+  # the same format earns less. SmolLM2 asked yes/no gave both 2.5.
+  from grounding_jax.data import splits  # pylint: disable=g-import-not-at-top
+  c = _load(ROOT / "configs" / "trust.py").get_config("runlocal")
+  st = c.stages[1]
+  examples = splits.load(st.data)[:16]
+  (_, _, reward), = from_config.reward_functions(c, str(ROOT),
+                                                 from_config.stage_reward_section(c, st))
+  recipe = get_recipe(st.recipe)
+  gold = [recipe.gold_completion(e) for e in examples]
+  out = reward(gold, examples)
+  answerable = [bool(e.answerable) for e in examples]
+  assert any(answerable) and not all(answerable)
+  assert out["reward"].tolist() == [3.5 if a else 3.0 for a in answerable], out
+  shifted = [gold[(i + 1) % len(gold)] for i in range(len(gold))]  # another question's answer
+  wrong = reward(shifted, examples)["reward"]
+  assert all(w < g for w, g, a in zip(wrong, out["reward"], answerable) if a)
 
 
 def test_default_config_trains_through_the_launcher(tiny_smollm2_dir, tmp_path):

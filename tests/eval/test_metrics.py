@@ -58,3 +58,42 @@ def test_majority_vote_groups_normalised_answers_and_abstentions():
   assert metrics.maj_at_k(answers_q, correct_q, 3) == 0.0
   # k=5: q0 votes A (3) → right; q1 ties x/y at 2 → x first → wrong.
   assert metrics.maj_at_k(answers_q, correct_q, 5) == 50.0
+
+
+def _squad_f1(prediction, gold):
+  """The SQuAD v1.1 evaluation script's F1, re-derived here independently of grounding_jax.text:
+  lowercase, drop punctuation and the articles a/an/the, split on whitespace, then the harmonic mean
+  of precision and recall of the shared token multiset."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+  import string  # pylint: disable=g-import-not-at-top
+
+  def norm(s):
+    s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
+
+  p, g = norm(prediction).split(), norm(gold).split()
+  same = sum((collections.Counter(p) & collections.Counter(g)).values())
+  if same == 0:
+    return 0.0
+  precision, recall = same / len(p), same / len(g)
+  return 2 * precision * recall / (precision + recall)
+
+
+def test_answer_scores_match_the_squad_formula_and_skip_unanswerable_items():
+  answers = ["The Eiffel Tower, Paris", "paris", "Lyon", "I don't know", None, "Rome"]
+  golds = [["Paris"], ["Paris", "City of Light"], ["Paris"], [], ["Paris"], ["the city of Rome", "Roma"]]
+  out = metrics.answer_scores(answers, golds)
+  expected_f1 = [max([_squad_f1(a, g) for g in gs], default=0.0) if isinstance(a, str) else 0.0
+                 for a, gs in zip(answers, golds)]
+  np.testing.assert_allclose(out["answer_f1"], expected_f1)
+  np.testing.assert_allclose(out["answer_f1"][[0, 1, 2, 5]], [0.5, 1.0, 0.0, 0.5])  # by hand
+  np.testing.assert_array_equal(out["answer_em"], [0, 1, 0, 0, 0, 0])
+  answerable = np.array([1, 1, 1, 0, 1, 1], float)
+  summary = metrics.answer_summary({**out, "item_answerable": answerable})
+  assert summary["answer_em"] == pytest.approx(100 * 1 / 5)
+  assert summary["answer_f1"] == pytest.approx(100 * (0.5 + 1.0 + 0.0 + 0.0 + 0.5) / 5)
+  empty = metrics.answer_summary({**out, "item_answerable": np.zeros(6)})
+  assert math.isnan(empty["answer_f1"])
+  with pytest.raises(ValueError, match="answers for"):
+    metrics.answer_scores(["a"], [])

@@ -1,0 +1,136 @@
+r"""Does a recipe learn on real questions? Start → SFT → GRPO, evaluated on held-out real questions.
+
+  python launch/real_data_check.py --config=configs/truthrl.py:runlocal --workdir=/tmp/gj_real
+  python launch/real_data_check.py --config=configs/truthrl.py:runlocal --held_out_dataset=nq \
+      --workdir=/tmp/gj_real_nq                         # train on HotpotQA + MuSiQue, test on NQ
+  python launch/real_data_check.py --config=configs/truthrl.py:runlocal --split=dev \
+      --workdir=/tmp/gj_real_dev                        # choose settings here, never on test
+
+The real samples in data/real/ (HotpotQA distractor train + dev, MuSiQue-Ans, NQ-open with its gold
+passage; data/real/README.md) become short contexts a 135M model can read
+(grounding_jax/data/real_contexts.py: the gold passages whole, plus two distractors of ≤ 80 words,
+in a seeded order) and each question an unanswerable twin with its gold passages replaced. The
+questions are split by question (per dataset: --test_questions to test, --dev_questions to dev, the
+rest to train) or, with --held_out_dataset, by dataset (train on the other two, test on that one).
+The training questions are halved: the first half's gold completions are the SFT warm-up, the second
+half the GRPO stage's prompts (with --evidence_contrast, each question's G samples split over its
+gold-kept and gold-removed contexts: data/contrast.py). The held-out questions are never trained on;
+their ids are listed in the output (OUT/split_ids.json and learning_check.md).
+
+Then launch/learning_check.py's run (one process, one model load): the start model, the SFT model and
+the GRPO model each answer the evaluated items (test, or dev with --split=dev), and the table gives
+the recipe's headline metric, the reward, answer F1 and EM on answerable items (SQuAD v1.1,
+eval/metrics.py), accuracy on answerable items, abstention on the unanswerable twins and the
+balanced accuracy (eval/selective.py), each GRPO − SFT and GRPO − start with the paired-bootstrap
+95 % interval. Settings are chosen with --split=dev; the test table is read once.
+
+The recipe is the config's (configs/truthrl.py:runlocal: TruthRL's ternary reward with an exact-match
+verifier, abstaining with \boxed{I don't know}); its :runlocal sizes hold, except that prompts may
+reach 1,280 tokens. The flags of launch/learning_check.py apply (--config, --workdir, --split,
+--sft_steps, --steps, --output_dir, --bootstrap_resamples), with defaults of 24 SFT and 12 GRPO steps.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shlex
+import sys
+
+from absl import app
+from absl import flags
+
+from grounding_jax.data import jsonl
+from grounding_jax.data import real_contexts
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import learning_check  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# learning_check's flags are this script's too: --config (required), --workdir, --split,
+# --sft_steps, --steps, --bootstrap_resamples; the defaults below suit the real data.
+FLAGS = flags.FLAGS
+FLAGS.set_default("workdir", "/tmp/gj_real")
+FLAGS.set_default("sft_steps", 24)
+FLAGS.set_default("steps", 12)
+_HELD_OUT_DATASET = flags.DEFINE_enum("held_out_dataset", "", ["", *real_contexts.FILES],
+                                      "'' = split by question; else train on the other datasets and "
+                                      "test on this one.")
+_TEST = flags.DEFINE_integer("test_questions", 16, "Test questions per dataset (by question), or "
+                             "of the held-out dataset ×3 (by dataset); each adds its twin.")
+_DEV = flags.DEFINE_integer("dev_questions", 8, "Dev questions per training dataset.")
+_CONTRAST = flags.DEFINE_enum("evidence_contrast", "gold_removed", ["", "gold_removed"],
+                              "The GRPO stage's data.evidence_contrast ('' = each prompt its own "
+                              "group, the twins mixed in).")
+_SEED = flags.DEFINE_integer("seed", 0, "Seeds the splits and the contexts.")
+
+REPORTED = ("answer_f1", "answer_em", "accuracy_answerable", "abstention_unanswerable",
+            "balanced_accuracy")
+MAX_PROMPT_TOKENS = 1280  # the longest short context (4 MuSiQue gold passages + 2) with the prompt
+
+
+def build_parts(folder, *, held_out_dataset: str = "", test_questions: int = 16,
+                dev_questions: int = 8, seed: int = 0) -> dict[str, list]:
+  """{"sft", "grpo", "dev", "test"}: Examples with short contexts and twins (real_contexts)."""
+  real = real_contexts.load_real(folder)
+  if held_out_dataset:
+    parts = real_contexts.cross_dataset(real, held_out_dataset, test=3 * test_questions,
+                                        dev=dev_questions, seed=seed)
+  else:
+    parts = real_contexts.split_by_question(real, test=test_questions, dev=dev_questions, seed=seed)
+  train = parts["train"]
+  half = len(train) // 2
+  return {name: real_contexts.with_twins(rows, seed=seed) for name, rows in
+          (("sft", train[:half]), ("grpo", train[half:]), ("dev", parts["dev"]),
+           ("test", parts["test"]))}
+
+
+def write_parts(parts, out: pathlib.Path) -> dict[str, str]:
+  """Writes OUT/data/<part>.jsonl and OUT/split_ids.json; returns {part: path}."""
+  (out / "data").mkdir(parents=True, exist_ok=True)
+  paths = {}
+  for name, rows in parts.items():
+    paths[name] = str(out / "data" / f"{name}.jsonl")
+    jsonl.write_examples(paths[name], rows)
+  ids = {name: [ex.id for ex in rows if ex.answerable] for name, rows in parts.items()}
+  (out / "split_ids.json").write_text(json.dumps(ids, indent=1) + "\n")
+  return paths
+
+
+def configure(config, paths, *, split: str, evidence_contrast: str):
+  """The recipe config pointed at the real parts: GRPO on `grpo`, evaluation on test or dev."""
+  with config.unlocked():
+    st = config.stages[0]
+    st.data.update(dict(kind="jsonl", path=paths["grpo"], evidence_contrast=evidence_contrast))
+    config.evals.data.update(dict(kind="jsonl", path=paths["test" if split == "heldout" else "dev"]))
+    config.evals.num_examples = 0
+    config.rollout.max_prompt_tokens = max(int(config.rollout.max_prompt_tokens), MAX_PROMPT_TOKENS)
+  return config
+
+
+def main(argv):
+  del argv
+  command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+  out = pathlib.Path(FLAGS.workdir)
+  parts = build_parts(real_contexts.DEFAULT_DIR, held_out_dataset=_HELD_OUT_DATASET.value,
+                      test_questions=_TEST.value, dev_questions=_DEV.value, seed=_SEED.value)
+  paths = write_parts(parts, out)
+  try:  # bad input: one line, before any model loads
+    config = learning_check.prepare_config(FLAGS.config, workdir=str(out), steps=FLAGS.steps)
+    configure(config, paths, split=FLAGS.split, evidence_contrast=_CONTRAST.value)
+    learning_check.check_inputs(config, "heldout", None, FLAGS.sft_steps, paths["sft"])
+  except (ValueError, FileNotFoundError) as e:
+    sys.exit(f"real_data_check: {str(e).splitlines()[0]}")
+  evaluated = "test" if FLAGS.split == "heldout" else "dev"
+  about = {"split": f"{evaluated} ({_HELD_OUT_DATASET.value or 'by question'})",
+           f"ids_{evaluated}": ", ".join(ex.id for ex in parts[evaluated] if ex.answerable),
+           "parts": {k: len(v) for k, v in parts.items()}}
+  summary = learning_check.run(config, sft_steps=FLAGS.sft_steps, sft_data=paths["sft"],
+                               bootstrap_resamples=FLAGS.bootstrap_resamples, command=command,
+                               extra_metrics=REPORTED, about_extra=about,
+                               output_dir=FLAGS.output_dir or str(out / "real_data_check"))
+  print(summary["markdown"])
+  print(f"wrote {summary['output_dir']}/learning_check.md and {out}/split_ids.json")
+
+
+if __name__ == "__main__":
+  app.run(main)
