@@ -12,7 +12,8 @@ an answer pays only when a retrieved passage supports it, `I don't know` pays wh
 retrieved could (its prompt says so, one sentence more than Search-R1's), wrong and unsupported
 answers cost −1 (the table in reward.py and docs/recipes/search.md).
 
-Evaluation: EM and F1 (SQuAD normalisation, fractions as Search-R1 reports them), abstention
+Evaluation: EM and F1 (SQuAD normalisation, fractions as Search-R1 reports them), supported EM
+(the grounded variant's headline: a right answer that a retrieved passage states), abstention
 (`I don't know`) overall and on unanswerable questions, accuracy on answerable ones, and the search
 columns: searches per completion, the share of completions that search, and recall of the gold
 passage (a gold passage's text found in the completion's results, on questions that have one).
@@ -66,7 +67,7 @@ def _gold_passages(ex: Example) -> list[Passage]:
 
 
 def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[str, Any]:
-  """EM / F1 (fractions), abstention, accuracy on answerable and abstention on unanswerable
+  """EM / F1 (fractions), supported EM (right, and stated in a retrieved passage), abstention, accuracy on answerable and abstention on unanswerable
   questions, searches per completion, share that search, gold-passage recall; "per_example" holds
   each column per row (subset columns NaN outside their subset)."""
   base.check_aligned(completions, examples)
@@ -77,7 +78,10 @@ def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[st
   answerable = np.array([e.answerable is not False for e in examples])
   recall = [any(reward_lib.contains_words("\n".join(info), p.text) for p in _gold_passages(e))
             if _gold_passages(e) else np.nan for info, e in zip(infos, examples)]
+  supported = [em == 1 and e.answerable is not False and reward_lib.contains_words("\n".join(info), a)
+               for em, a, info, e in zip(scores["em_per_example"], answers, infos, examples)]
   per = {"em": scores["em_per_example"], "f1": scores["f1_per_example"],
+         "supported_em": np.array(supported, np.float64),
          "correct": scores["em_per_example"], "abstained": abstained,
          "accuracy_answerable": base.subset_column(scores["em_per_example"], answerable),
          "abstain_unanswerable": base.subset_column(abstained, ~answerable),
@@ -151,8 +155,8 @@ class Search(base.Recipe):
   tool_format = reward_lib.TOOL_FORMAT  # the sampler stops at its call_close and inserts results
   eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=512)  # greedy evaluation
   headline_metric = "em"
-  metric_columns = ("em", "f1", "accuracy_answerable", "abstain_unanswerable", "abstained",
-                    "search_rate", "searches", "gold_recall")
+  metric_columns = ("em", "f1", "supported_em", "accuracy_answerable", "abstain_unanswerable",
+                    "abstained", "search_rate", "searches", "gold_recall")
   abstention = "<answer> I don't know </answer> (text.is_abstention)"
 
   def parse(self, completion: str) -> dict[str, Any]:
@@ -179,6 +183,7 @@ class GroundedSearch(Search):
   name = "search_grounded"
   paper = "Search-R1 (arXiv:2503.09516) with this project's grounded reward"
   templates = {"default": _grounded}
+  headline_metric = "supported_em"  # what its reward pays: a right answer the search supports
   abstention_component = "abstain"
 
   def reward(self, **options: Any) -> base.RewardFn:
