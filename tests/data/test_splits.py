@@ -35,7 +35,8 @@ def test_runlocal_held_out_split_is_disjoint_from_training(name):
   assert not {ex.id for ex in train} & {ex.id for ex in held}
   assert sum(bool(ex.answerable) for ex in held) == round(n * c.evals.data.answerable_ratio)
   # Same world: every held-out answer is a fact of the training world (entities are shared).
-  world = synthetic.build_world(c.stages[0].data.seed)
+  world = synthetic.build_world(c.stages[0].data.seed,
+                                splits.synthetic_options(c.stages[0].data)["num_countries"])
   facts = set(world.capital.values()) | set(world.lives_in.values()) | set(world.founder.values())
   assert all(ex.answers[0] in facts for ex in held)
   again = splits.held_out(c.evals.data, n, [st.data for st in c.stages])
@@ -91,7 +92,7 @@ def test_a_search_worlds_held_out_split_is_labelled_against_the_training_worlds_
   # own spec does not say so) must be labelled against the same ones.
   c = _config("search")
   held = splits.held_out(c.evals.data, c.evals.num_examples, [st.data for st in c.stages])
-  world = synthetic.build_world(c.stages[0].data.seed)
+  world = synthetic.build_world(c.stages[0].data.seed, c.stages[0].data.num_countries)
   withheld = synthetic.withheld_entities(world, c.stages[0].data.withheld_share)
   assert withheld
   for ex in held:
