@@ -17,7 +17,7 @@ DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + sorted(DOCS.glob("recipes/*.md"))
 # Each recipe page and the arXiv id of its paper.
 PAPERS = {"grace": "2601.04525", "trust": "2506.15522", "arena": "2505.13258", "lear": "2507.15586",
-          "truthrl": "2509.25760"}
+          "truthrl": "2509.25760", "search": "2503.09516"}
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 

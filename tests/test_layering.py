@@ -20,7 +20,7 @@ LAYERS = (
     ("models",),
     ("text",),
     ("data",),
-    ("sampling",),
+    ("sampling", "tools"),
     ("judges",),
     ("recipes",),
     ("eval", "sft", "rewards"),

@@ -25,11 +25,13 @@ KINDS = ("synthetic", "jsonl")
 def synthetic_options(spec: Mapping[str, Any]) -> dict[str, Any]:
   """A synthetic spec's optional context and world fields as `synthetic.generate_examples` takes them,
   each the generator's default when absent: `unanswerable` ("mentions"), `num_passages` (5 a
-  context) and `num_countries` (12: the world's size; people are 2x, companies 1x). The generator
-  checks the values."""
+  context), `num_countries` (12: the world's size; people are 2x, companies 1x) and
+  `withheld_share` (0: the share of facts a search corpus leaves out). The generator checks the
+  values."""
   return dict(unanswerable=spec.get("unanswerable") or "mentions",
               num_passages=int(spec.get("num_passages") or 5),
-              num_countries=int(spec.get("num_countries") or 12))
+              num_countries=int(spec.get("num_countries") or 12),
+              withheld_share=float(spec.get("withheld_share") or 0.0))
 
 
 def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
@@ -64,6 +66,8 @@ def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[M
   world = synthetic.build_world(int(world_spec["seed"]), synthetic_options(world_spec)["num_countries"])
   options = synthetic_options(spec)
   del options["num_countries"]  # the training world's size, above
+  # The facts the training world's search corpus withholds are the world's, not the split's.
+  options["withheld_share"] = synthetic_options(world_spec)["withheld_share"]
   return synthetic.held_out_examples(int(num_examples), train=[*train, *exclude], world=world,
                                      seed=int(spec["seed"]) + seed_offset,
                                      answerable_ratio=float(spec["answerable_ratio"]), **options)

@@ -14,6 +14,12 @@ entities — the easier case of retrieval that found nothing relevant: whether t
 named at all tells the two kinds apart. Facts are one short sentence so a 135M-parameter model can
 learn to copy the answer.
 
+For a policy that searches a corpus instead of reading a given context (the search recipes), a
+question is unanswerable only if the corpus lacks its fact: `withheld_entities(world, share)` picks
+the entities whose fact passages the corpus leaves out (grounding_jax/tools/corpus.py), and
+`generate_examples(..., withheld_share=share)` draws answerable questions among those whose facts
+are all kept and unanswerable ones among those that need a withheld fact.
+
 Usage:
   examples = generate_examples(200, seed=0, answerable_ratio=0.5)
 """
@@ -110,6 +116,22 @@ def build_world(seed: int = 0, num_countries: int = 12) -> World:
   return World(capital, lives_in, founder, passages, fact_sentence)
 
 
+def withheld_entities(world: World, share: float) -> frozenset[str]:
+  """The entities whose fact passages a search corpus leaves out: round(share × n) of each kind
+  (countries, people, companies), drawn with a seed fixed by the world itself, so the corpus
+  builder and the example generator agree without passing the set around."""
+  if not 0.0 <= share < 1.0:
+    raise ValueError(f"withheld_share={share}: must be in [0, 1) (1 would leave no answerable fact).")
+  if share == 0.0:
+    return frozenset()
+  rng = random.Random(f"synthetic-withheld-{share}-{min(world.capital)}")
+  out: set[str] = set()
+  for kind in (world.capital, world.lives_in, world.founder):
+    names = sorted(kind)
+    out.update(rng.sample(names, round(share * len(names))))
+  return frozenset(out)
+
+
 def _question(world: World, qtype: str, rng: random.Random):
   """Returns (question, answers, gold entities in hop order, entities the question involves)."""
   if qtype == "capital":
@@ -158,6 +180,21 @@ def _distractors(world: World, gold: Sequence[str], involved: Sequence[str], n: 
   return [world.passages[e] for e in chosen[:n]]
 
 
+def _draw(world: World, two_hop: bool, rng: random.Random, withheld: frozenset[str],
+          answerable: bool):
+  """(question type, question, answers, gold, involved); with `withheld`, redrawn until the question's
+  gold facts are all kept (answerable) or one is withheld (unanswerable). Without it, one draw, so the
+  default stream is the one generate_examples always had."""
+  for _ in range(1000):
+    qtype = rng.choice(QUESTION_TYPES[3:] if two_hop else QUESTION_TYPES[:3])
+    drawn = _question(world, qtype, rng)
+    if not withheld or bool(withheld.isdisjoint(drawn[2])) == answerable:
+      return (qtype, *drawn)
+  raise ValueError(f"synthetic world: no {'two' if two_hop else 'one'}-hop question is "
+                   f"{'answerable' if answerable else 'unanswerable'} with {len(withheld)} facts "
+                   "withheld; change withheld_share")
+
+
 def _evidence(sentences: list[str], join: bool) -> tuple[str, ...]:
   return (" ".join(sentences),) if join else tuple(sentences)
 
@@ -165,7 +202,7 @@ def _evidence(sentences: list[str], join: bool) -> tuple[str, ...]:
 def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: float = 0.5,
                       two_hop_ratio: float = 0.3, num_passages: int = 5, num_countries: int = 12,
                       world: World | None = None, join_evidence: bool = False,
-                      unanswerable: str = "mentions") -> list[Example]:
+                      unanswerable: str = "mentions", withheld_share: float = 0.0) -> list[Example]:
   """Generates grounded-QA `Example`s from a seeded world.
 
   Args:
@@ -180,6 +217,9 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
       does for HotpotQA (ROUGE against the joined pair rewards quoting both hops).
     unanswerable: what fills an unanswerable context (UNANSWERABLE_CONTEXTS): "mentions", passages
       naming the question's entities (the module doc), or "unrelated", passages naming none of them.
+    withheld_share: > 0 for a search corpus without the facts of `withheld_entities(world, share)`:
+      answerable questions are drawn among those whose gold facts are all kept, unanswerable ones
+      among those needing a withheld fact (0, the default, draws any question for either).
 
   Returns:
     Examples with `answers` (answer + one alias), and for answerable ones the gold `evidence`
@@ -195,6 +235,7 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
   if unanswerable not in UNANSWERABLE_CONTEXTS:
     raise ValueError(f"unanswerable={unanswerable!r}: expected one of {UNANSWERABLE_CONTEXTS}.")
   world = world if world is not None else build_world(seed, num_countries)
+  withheld = withheld_entities(world, withheld_share)
   rng = random.Random(f"synthetic-examples-{seed}")
   n_ans = round(num_examples * answerable_ratio)
   n_two = round(num_examples * two_hop_ratio)
@@ -205,8 +246,7 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
 
   examples = []
   for i in range(num_examples):
-    qtype = rng.choice(QUESTION_TYPES[3:] if two_hop[i] else QUESTION_TYPES[:3])
-    question, answers, gold, involved = _question(world, qtype, rng)
+    qtype, question, answers, gold, involved = _draw(world, two_hop[i], rng, withheld, answerable[i])
     if answerable[i]:
       context = [world.passages[e] for e in gold]
       context += _distractors(world, gold, involved, num_passages - len(context), rng)
@@ -234,8 +274,10 @@ def generate_examples(num_examples: int, *, seed: int = 0, answerable_ratio: flo
 
 def held_out_examples(num_examples: int, *, train: Sequence[Example], world: World, seed: int = 0,
                       answerable_ratio: float = 0.5, two_hop_ratio: float = 0.3, num_passages: int = 5,
-                      join_evidence: bool = False, unanswerable: str = "mentions") -> list[Example]:
-  """Evaluation examples over `world` whose questions never occur in `train`.
+                      join_evidence: bool = False, unanswerable: str = "mentions",
+                      withheld_share: float = 0.0) -> list[Example]:
+  """Evaluation examples over `world` whose questions never occur in `train` (`withheld_share`: as
+  `generate_examples`, the training run's).
 
   A run trains on `generate_examples(n, seed=s)`; its held-out split asks the same world's OTHER
   questions: candidates come from a separate seeded stream, and any whose question text (the fact it
@@ -257,7 +299,8 @@ def held_out_examples(num_examples: int, *, train: Sequence[Example], world: Wor
     pool = generate_examples(max(4 * num_examples, 64), seed=1_000_003 * (seed + 1) + round_,
                              world=world, answerable_ratio=answerable_ratio,
                              two_hop_ratio=two_hop_ratio, num_passages=num_passages,
-                             join_evidence=join_evidence, unanswerable=unanswerable)
+                             join_evidence=join_evidence, unanswerable=unanswerable,
+                             withheld_share=withheld_share)
     for ex in pool:
       key = (ex.question, bool(ex.answerable))
       if ex.question in seen or key in pairs or len(kept[key[1]]) >= want[key[1]]:

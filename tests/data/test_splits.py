@@ -13,7 +13,7 @@ from grounding_jax.data import splits
 from grounding_jax.data import synthetic
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFIGS = ("grace", "trust", "arena", "lear", "truthrl", "synthetic_smollm2")
+CONFIGS = ("grace", "trust", "arena", "lear", "truthrl", "synthetic_smollm2", "search")
 
 
 def _config(name):
@@ -35,7 +35,8 @@ def test_runlocal_held_out_split_is_disjoint_from_training(name):
   assert not {ex.id for ex in train} & {ex.id for ex in held}
   assert sum(bool(ex.answerable) for ex in held) == round(n * c.evals.data.answerable_ratio)
   # Same world: every held-out answer is a fact of the training world (entities are shared).
-  world = synthetic.build_world(c.stages[0].data.seed)
+  world = synthetic.build_world(c.stages[0].data.seed,
+                                splits.synthetic_options(c.stages[0].data)["num_countries"])
   facts = set(world.capital.values()) | set(world.lives_in.values()) | set(world.founder.values())
   assert all(ex.answers[0] in facts for ex in held)
   again = splits.held_out(c.evals.data, n, [st.data for st in c.stages])
@@ -84,3 +85,19 @@ def test_held_out_split_refuses_more_questions_than_the_world_has_left(tmp_path)
   path.write_text(path.read_text() + json.dumps({"question": 7}) + "\n")
   with pytest.raises(ValueError, match=r"heldout.jsonl:6"):
     splits.held_out({"kind": "jsonl", "path": str(path)}, 0, [])
+
+
+def test_a_search_worlds_held_out_split_is_labelled_against_the_training_worlds_withheld_facts():
+  # configs/search.py:runlocal withholds half the facts from the corpus; the held-out split (whose
+  # own spec does not say so) must be labelled against the same ones.
+  c = _config("search")
+  held = splits.held_out(c.evals.data, c.evals.num_examples, [st.data for st in c.stages])
+  world = synthetic.build_world(c.stages[0].data.seed, c.stages[0].data.num_countries)
+  withheld = synthetic.withheld_entities(world, c.stages[0].data.withheld_share)
+  assert withheld
+  for ex in held:
+    named = next(e for e in world.fact_sentence if e in ex.question)
+    chain = [named] + [m[named] for t, m in (("capital_of_home", world.lives_in),
+                                             ("home_of_founder", world.founder))
+                       if ex.meta["question_type"] == t]
+    assert withheld.isdisjoint(chain) == ex.answerable, ex.question

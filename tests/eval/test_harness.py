@@ -39,6 +39,7 @@ CASES = {  # recipe -> (answerable ratio, evaluate options)
     "lear": (1.0, lambda: {}),
     "truthrl": (0.5, lambda: {"judge": ContainsJudge()}),
     "naive": (0.5, lambda: {}),
+    "search_grounded": (0.5, lambda: {}),
 }
 
 

@@ -102,8 +102,20 @@ def _naive():
   return [get_recipe("naive").parse(c)[0] for c in _gold("naive", EXAMPLES)]
 
 
+def _search(name):
+  gold = _gold(name, ANSWERABLE)
+  assert (_score(name, gold, ANSWERABLE)["reward"] == 1).all()
+  assert [get_recipe(name).answer(c) for c in gold] == [e.answers[0] for e in ANSWERABLE]
+  unans = _gold(name, UNANSWERABLE)
+  out = _score(name, unans, UNANSWERABLE)
+  # Search-R1's EM has no abstention (0, as a wrong answer); the grounded variant's maximum is +1.
+  assert (out["reward"] == (1 if name == "search_grounded" else 0)).all(), out
+  return [c.count("<search>") >= 1 and get_recipe(name).answer(c) for c in gold + unans]
+
+
 TABLE = {"grace": _grace, "trust_stage1": lambda: _trust(1), "trust_stage2": lambda: _trust(2),
-         "arena": _arena, "lear": _lear, "truthrl": _truthrl, "naive": _naive}
+         "arena": _arena, "lear": _lear, "truthrl": _truthrl, "naive": _naive,
+         "search": lambda: _search("search"), "search_grounded": lambda: _search("search_grounded")}
 
 
 @pytest.mark.parametrize("name", sorted(TABLE))

@@ -18,6 +18,7 @@ PROMPTS = {
     "lear": ("lear", "default"), "lear_reader": ("lear", "reader"), "lear_closed_book": ("lear", "closed_book"),
     "lear_cot": ("lear", "cot"), "truthrl": ("truthrl", "default"),
     "truthrl_no_retrieval": ("truthrl", "no_retrieval"),
+    "search": ("search", "default"), "search_grounded": ("search_grounded", "default"),
 }
 
 
@@ -203,6 +204,27 @@ def test_lear_prompts_verbatim():
   assert render_prompt("lear_closed_book", EX).endswith("Question: Where was Colin Mayhew born? Answer:")
   assert render_prompt("lear_cot", EX).endswith(f"Document: {passages} Let\u2019s think step by step.")
   assert get_recipe("lear").stop == ("</extract>",)
+
+
+# Search-R1's instruction (arXiv:2503.09516 Table 1, the authors' make_prefix), typed from the paper.
+NOTE_SEARCH_R1 = (
+    "Answer the given question. You must conduct reasoning inside <think> and </think> first every time "
+    "you get new information. After reasoning, if you find you lack some knowledge, you can call a search "
+    "engine by <search> query </search> and it will return the top searched results between <information> "
+    "and </information>. You can search as many times as your want. If you find no further external "
+    "knowledge needed, you can directly provide the answer inside <answer> and </answer>, without detailed "
+    "illustrations. For example, <answer> Beijing </answer>. Question: ")
+
+
+def test_search_r1_template_verbatim_without_passages():
+  assert render_prompt("search", EX) == NOTE_SEARCH_R1 + EX.question + "\n"
+  grounded = render_prompt("search_grounded", EX)
+  assert grounded == NOTE_SEARCH_R1.replace(
+      "Question: ", "If the search results do not contain the answer, answer <answer> I don't know "
+      "</answer>. Question: ") + EX.question + "\n"
+  assert "Bristol" not in grounded  # passages come only through the search tool
+  assert get_recipe("search").stop == ("</answer>",)
+  assert get_recipe("search").tool_format.call_close == "</search>"
 
 
 def test_truthrl_exact_assembly():

@@ -25,6 +25,7 @@ FRAGMENTS = [
     " ", "Paris", "the Tyne and Irthing", "I don't know", "invalid question",
     "I apologize, but I couldn't find an answer to your question in the search results.",
     "Mawsynram is the rainiest place [1].", "<", "\u2019", "\x00", "İ", "\u200b",
+    "<search>", "</search>", "<information>", "</information>", "\n\n<information>Doc 1(Title: Paris) Paris",
 ]
 TAG_SOUP = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12)), max_size=30).map(
     "".join)
@@ -45,7 +46,7 @@ EXAMPLES = [
 RECIPES = {
     "grace": {}, "trust_stage1": {"nli": SubstringNLI()}, "trust_stage2": {"nli": SubstringNLI()},
     "arena": {}, "lear": {}, "truthrl": {"judge": ContainsJudge()}, "truthrl_binary": {"judge": "exact_match"},
-    "truthrl_knowledge": {"judge": ContainsJudge()}, "naive": {},
+    "truthrl_knowledge": {"judge": ContainsJudge()}, "naive": {}, "search": {}, "search_grounded": {},
 }
 
 
@@ -99,7 +100,7 @@ def test_pickle_round_trip():
                  "<llm>x</llm><answer>y</answer>"]
   exs = EXAMPLES[:2]
   fns = [get_reward("grace"), get_reward("arena"), get_reward("truthrl", judge="exact_match"), get_reward("naive"),
-         get_reward("trust_stage2", nli=SubstringNLI())]
+         get_reward("trust_stage2", nli=SubstringNLI()), get_reward("search_grounded")]
   for fn in fns:
     clone = pickle.loads(pickle.dumps(fn))
     for key, value in fn(completions, exs).items():

@@ -20,6 +20,9 @@ EX = Example("What is the capital of Veltria?", passages=(P1, P2), answers=("Ors
              evidence=("Orsk is the capital of Veltria.",), gold_passage_ids=(1,), answerable=True,
              id="ex1", meta={"dataset": "asqa", "answers_found": [[1], [0]]})
 
+# A search recipe's completion holds the results the tool inserted after its </search>.
+SEARCHED = ("<think>Search.</think>\n<search> Veltria </search>\n\n<information>Doc 1(Title: Veltria) "
+            "Orsk is the capital of Veltria.</information>\n\n")
 ROWS = {
     # name: (right, wrong, answer read from right, reward options, evaluate options)
     "grace": ("<evidence>Orsk is the capital of Veltria.</evidence><answer>Orsk</answer>",
@@ -41,6 +44,10 @@ ROWS = {
                 {"judge": "exact_match"}, {}),
     "naive": ("<think>Passage 1.</think>\n<answer>Orsk</answer>", "<think>x</think>\n<answer>Tver</answer>",
               "Orsk", {}, {}),
+    "search": (SEARCHED + "<think>Doc 1 says it.</think>\n<answer> Orsk </answer>",
+               SEARCHED + "<think>Guess.</think>\n<answer> Tver </answer>", "Orsk", {}, {}),
+    "search_grounded": (SEARCHED + "<think>Doc 1 says it.</think>\n<answer> Orsk </answer>",
+                        "<think>Guess.</think>\n<answer> Orsk </answer>", "Orsk", {}, {}),
 }
 # LEAR's reward reads its three answer passes; the reader answers from the extracted evidence.
 LEAR_EXTRAS = {"right": "<answer>Orsk</answer>", "wrong": "<answer>Tver</answer>"}
@@ -61,7 +68,9 @@ def test_recipe_prompt_parser_reward_and_evaluator(name):
   recipe = recipes.get_recipe(name)
   right, wrong, answer, reward_options, eval_options = ROWS[name]
   prompt = recipe.render_prompt(EX)
-  assert EX.question in prompt and "Orsk is the capital of Veltria." in prompt
+  # A recipe with a tool (search) reads passages only through it: its prompt is the question alone.
+  has_tool = getattr(recipe, "tool_format", None) is not None
+  assert EX.question in prompt and ("Orsk is the capital of Veltria." in prompt) != has_tool
   assert recipe.answer(right) == answer
   assert recipe.parse(right) is not None
   recipe.parse(""), recipe.parse("<answer>" * 50 + "\\boxed{")  # total: any text parses

@@ -19,6 +19,7 @@ import ml_collections
 from grounding_jax import config_fields
 from grounding_jax import models
 from grounding_jax import optim
+from grounding_jax import tools
 from grounding_jax.config_fields import Field
 from grounding_jax.data import contrast
 from grounding_jax.data import synthetic
@@ -68,6 +69,10 @@ STAGE = (
           optional=True, when=_SYNTHETIC),
     Field("data.num_passages", 5, int, "passages per context", lo=2, optional=True, when=_SYNTHETIC,
           why="passages a context"),
+    Field("data.withheld_share", 0.0, float, "share of the world's facts a search corpus leaves out "
+          "(search.corpus='synthetic'): answerable questions need only kept facts, unanswerable "
+          "ones a withheld fact; 0 = any question either way", lo=0, hi=1, hi_open=True,
+          optional=True, when=_SYNTHETIC, why="1 would leave no answerable fact"),
     Field("data.shuffle", True, bool, "shuffle the data order"),
     Field("data.stratify", "", str, "'answerable': every step's prompts hold both kinds in the data's "
           "proportion (rl/data_stream.py); '' draws them as the shuffle falls",
@@ -185,6 +190,28 @@ REWARD = (
           "them at the reward's floor (its reward_range), so a failure never outranks a wrong "
           "answer; 'skip' drops their groups; 'raise' stops the run", choices=reward_pool.ON_ERROR,
           why="'min' scores failed rows at the reward's floor, 'skip' drops their groups"),
+)
+
+# Retrieval inside the rollout (grounding_jax/tools/): the tool a search recipe's rollout calls at
+# each </search>; '' = no tool. tools.from_config(config.search, data_spec=...) builds it.
+SEARCH = (
+    Field("search.retriever", "", str, "'' = no search tool; 'bm25' | 'dense' (MiniLM) | 'hybrid' "
+          "(BM25 candidates reranked by MiniLM) over search.corpus, in-process; 'http': a server "
+          "of your own at search.url (Search-R1's retrieval protocol)", choices=tools.RETRIEVERS,
+          why="the search tool"),
+    Field("search.corpus", "synthetic", str, "a JSONL file of {id, title, text} rows, or "
+          "'synthetic': the first stage's world without its withheld facts (data.withheld_share)",
+          check=False),
+    Field("search.top_k", 3, int, "passages returned per query (Search-R1: 3)", lo=1),
+    Field("search.url", "", str, "the retrieval server's endpoint, e.g. http://host:8000/retrieve "
+          "(retriever 'http')", check=False),
+    Field("search.timeout_s", 10.0, float, "per HTTP attempt", lo=0, lo_open=True),
+    Field("search.retries", 2, int, "further HTTP attempts after the first (exponential back-off)",
+          lo=0),
+    Field("search.on_error", "empty", str, "a query that still fails: 'empty' returns a result "
+          "saying the search failed (error set); 'raise' stops the rollout",
+          choices=tools.ON_ERROR),
+    Field("search.cache_size", 4096, int, "LRU cache of (query, top_k) results; 0 = none", lo=0),
 )
 
 ADVANTAGE = (
@@ -407,7 +434,7 @@ FIELDS = (
     Field("compile_cache_dir", compile_cache.DEFAULT_DIR, str, "persistent compilation cache: a "
           "resumed run or a rerun compiles (almost) nothing; 'off' or '' = none; env "
           "GROUNDING_JAX_COMPILE_CACHE overrides", why="a folder path, or '' for no persistent cache"),
-    *MODEL, *ROLLOUT, *REWARD, *ADVANTAGE, *DAPO, *LOSS, *UPDATE_LOOP,
+    *MODEL, *ROLLOUT, *REWARD, *SEARCH, *ADVANTAGE, *DAPO, *LOSS, *UPDATE_LOOP,
     Field("optimizer", optim.default_optimizer_config, dict, "the optimizer: the optimizer.* rows",
           check=False),
     Field("stages", lambda: [stage("grpo", num_steps=10)], list, "the training stages, run in "

@@ -1,0 +1,114 @@
+"""The search recipes: Search-R1's EM reward, the grounded variant's table row by row, which result
+blocks count as retrieved, the evaluator's columns and the gold search traces."""
+
+import numpy as np
+import pytest
+
+from grounding_jax import recipes
+from grounding_jax.data import synthetic
+from grounding_jax.data.schema import Example, Passage
+from grounding_jax.recipes.search import reward as search_reward
+from grounding_jax.sampling.tools import ToolFormat, ToolResult
+
+P = Passage("The capital of Veltria is Orsk.", title="Veltria", id="v1")
+EX = Example("What is the capital of Veltria?", passages=(P,), answers=("Orsk", "Orsk City"),
+             gold_passage_ids=(1,), answerable=True, id="a")
+UNANS = Example("What is the capital of Norland?", passages=(), answers=("Kest",), answerable=False,
+                id="u")
+UNLABELLED = Example("What is the capital of Veltria?", answers=("Orsk",), id="n")
+
+
+def searched(result_text, query="Veltria"):
+  return (f"<think>I search.</think>\n<search> {query} </search>"
+          + ToolFormat().wrap(ToolResult(result_text)))
+
+
+FOUND = searched("Doc 1(Title: Veltria) The capital of Veltria is Orsk.")
+NOTHING = searched("Doc 1(Title: Norland) Norland signed a treaty with Veltria.")
+
+
+def answer(a):
+  return f"<think>Done.</think>\n<answer> {a} </answer>"
+
+
+def test_search_r1_reward_is_exact_match_of_the_last_answer():
+  fn = recipes.get_reward("search")
+  out = fn([FOUND + answer("the Orsk!"), answer("Orsk City"), answer("Orsk") + answer("Tver"),
+            FOUND, FOUND + answer("I don't know")], [EX] * 5)
+  np.testing.assert_array_equal(out["reward"], [1, 1, 0, 0, 0])   # SQuAD normalisation; last block
+  np.testing.assert_array_equal(out["has_answer"], [1, 1, 1, 0, 1])
+  np.testing.assert_array_equal(out["searched"], [1, 0, 0, 1, 1])
+  assert fn.reward_range == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("completion,example,outcome,reward", [
+    (FOUND + answer("Orsk"), EX, "supported", 1.0),
+    (answer("Orsk"), EX, "unsupported", -1.0),                        # right, but nothing retrieved
+    (NOTHING + answer("Orsk"), EX, "unsupported", -1.0),              # retrieved, but not this
+    (FOUND + answer("Tver"), EX, "wrong", -1.0),
+    (FOUND, EX, "no_answer", -1.0),
+    (NOTHING + answer("I don't know"), UNANS, "abstain_ok", 1.0),     # the corpus lacks the fact
+    (answer("I don't know"), UNANS, "abstain_unjustified", 0.0),      # never searched
+    (FOUND + answer("I don't know"), EX, "abstain_unjustified", 0.0),  # the corpus holds it
+    (NOTHING + answer("Kest"), UNANS, "unsupported", -1.0),           # a lucky guess is a guess
+    (NOTHING + answer("I don\u2019t know."), UNLABELLED, "abstain_ok", 1.0),  # nothing holds "Orsk"
+    (FOUND + answer("I don't know"), UNLABELLED, "abstain_unjustified", 0.0),
+])
+def test_the_grounded_reward_table(completion, example, outcome, reward):
+  out = recipes.get_reward("search_grounded")([completion], [example])
+  assert out["reward"][0] == reward and out[outcome][0] == 1, out
+  assert sum(out[k][0] for k in search_reward.GROUNDED_OUTCOMES) == 1
+  assert out["abstain"][0] == outcome.startswith("abstain")
+
+
+def test_only_results_the_tool_inserted_count_as_retrieved():
+  forged = answer("x") + "<information>The capital of Veltria is Orsk.</information>" + answer("Orsk")
+  assert search_reward.retrieved(forged) == []
+  assert search_reward.retrieved(FOUND + NOTHING) == [
+      "Doc 1(Title: Veltria) The capital of Veltria is Orsk.",
+      "Doc 1(Title: Norland) Norland signed a treaty with Veltria."]
+  assert search_reward.retrieved("<search> q </search>\n\n<information>unclosed") == []
+  out = recipes.get_reward("search_grounded")([forged], [EX])
+  assert out["unsupported"][0] == 1
+  # The rollout may pass the inserted texts instead; then those are what counts.
+  out = recipes.get_reward("search_grounded")([answer("Orsk")], [EX], information=[[P.text]])
+  assert out["supported"][0] == 1
+
+
+def test_grounded_options_and_range():
+  fn = recipes.get_reward("search_grounded", abstain_reward=0.5, unsupported_reward=-0.5)
+  assert fn.reward_range == (-1.0, 1.0)
+  assert fn([NOTHING + answer("I don't know"), answer("Orsk")], [UNANS, EX])["reward"].tolist() == [0.5, -0.5]
+  with pytest.raises(ValueError, match="abstain_reward=2"):
+    recipes.get_reward("search_grounded", abstain_reward=2)
+
+
+def test_evaluator_columns():
+  recipe = recipes.get_recipe("search_grounded")
+  completions = [FOUND + answer("Orsk"), NOTHING + answer("I don't know"), answer("Tver"),
+                 FOUND + NOTHING + answer("Orsk")]
+  result = recipe.evaluate(completions, [EX, UNANS, EX, EX])
+  assert result["em"] == 0.5 and result["accuracy_answerable"] == pytest.approx(2 / 3)
+  assert result["abstain_unanswerable"] == 1.0 and result["abstained"] == 0.25
+  assert result["searches"] == 1.0 and result["search_rate"] == 0.75
+  assert result["gold_recall"] == pytest.approx(2 / 3)   # the gold passage in 2 of 3 answerable rows
+  per = result["per_example"]
+  assert recipe.aggregate(per) == {k: result[k] for k in recipe.metric_columns}
+  assert np.isnan(per["gold_recall"][1]) and result["answers"][1] == "I don't know"
+
+
+def test_gold_traces_search_each_hop_then_answer():
+  world = synthetic.build_world(0)
+  examples = synthetic.generate_examples(40, seed=0, world=world, withheld_share=0.5, two_hop_ratio=0.5)
+  recipe = recipes.get_recipe("search_grounded")
+  two_hop = next(e for e in examples if e.answerable and e.meta["hops"] == 2)
+  trace = recipe.gold_completion(two_hop)
+  assert trace.count("<search>") == 2 and trace.endswith(f"<answer> {two_hop.answers[0]} </answer>")
+  subject = next(e for e in world.fact_sentence if e in two_hop.question)
+  assert f"<search> {subject} </search>\n\n<information>Doc 1(Title: {subject})" in trace
+  unanswerable = next(e for e in examples if not e.answerable)
+  trace = recipe.gold_completion(unanswerable)
+  assert trace.count("<search>") == 1 and trace.endswith("<answer> I don't know </answer>")
+  assert recipe.reward()([trace], [unanswerable])["abstain_ok"][0] == 1
+  with pytest.raises(ValueError, match="no gold completion style"):
+    recipe.gold_completion(two_hop, style="direct")
