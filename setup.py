@@ -57,7 +57,13 @@ setuptools.setup(
             # them with `pip install --no-deps peft accelerate` (their other needs are already here).
             "peft>=0.17,<1",
             "accelerate>=1.10,<2",
+            # The W&B logging test runs wandb's offline mode (tests/test_metrics_writer.py; skipped
+            # without it). A 20 MB wheel (its Go service included); it adds opentelemetry, cwevals,
+            # xxhash and platformdirs to what is already here.
+            "wandb>=0.31,<1",
         ],
+        # Weights & Biases logging (config.logging.wandb.project); imported only when that is set.
+        "wandb": ["wandb>=0.31,<1"],
         "seqio": ["seqio>=0.0.19", "tensorflow-datasets>=4.9"],
         # The accelerator builds of jaxlib: `pip install -e ".[cuda]"` on an NVIDIA GPU node (CUDA 13
         # wheels, cuDNN included, which model.attention='auto' uses), ".[tpu]" on a Cloud TPU VM.

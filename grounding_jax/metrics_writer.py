@@ -1,10 +1,12 @@
-"""Training metrics to TensorBoard event files, a JSONL file and a console progress bar.
+"""Training metrics to TensorBoard event files, a JSONL file, a console progress bar and, when asked
+for, Weights & Biases.
 
 Only process 0 writes (multi-host runs compute identical global metrics on every host). The log
 directory may be a bucket URI (gs://…, through grounding_jax.paths): metrics.jsonl is then rewritten
 whole at most every `bucket_flush_seconds` (bucket objects cannot be appended to), and TensorBoard
 events go to the bucket when tensorboardX can write there (gs:// needs google-cloud-storage, s3://
-boto3; otherwise a warning and no event files, metrics.jsonl still holds every value).
+boto3; otherwise a warning and no event files, metrics.jsonl still holds every value). Text (a few
+rollout samples, rl/rollout_log.py) goes to TensorBoard; tables of rows go to W&B only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 import os
 import threading
 import time
+import uuid
 from typing import Mapping, Optional, Sequence
 
 import jax
@@ -37,12 +40,20 @@ class MetricsWriter:
   edited in place, so the replay starts a new event file with `purge_step` = the replayed step:
   TensorBoard then hides the earlier events at that step and after (a SessionLog START event, which
   its loader treats as a restart), and shows the replayed values.
+
+  With `wandb_options` (wandb.init's project, entity, name, mode; a non-empty project turns it on)
+  the same scalars go to a W&B run, whose id is kept in `<logdir>/wandb_run_id` so that a resumed
+  run continues it; W&B keeps only increasing steps, so it drops the rows a resume replays (the
+  resumed run's values of those steps are in metrics.jsonl and TensorBoard). `wandb` is imported
+  only then.
   """
 
   def __init__(self, logdir: str | os.PathLike, *, total_steps: Optional[int] = None,
                initial_step: int = 0, console: bool = True,
                console_keys: Sequence[str] = ("reward/mean", "loss", "kl", "completion_length/mean"),
-               bucket_flush_seconds: float = 30.0):
+               bucket_flush_seconds: float = 30.0,
+               wandb_options: Optional[Mapping[str, str]] = None,
+               run_config: Optional[Mapping] = None):
     self.logdir = paths.as_path(logdir)
     self.active = jax.process_index() == 0
     self._console_keys = tuple(console_keys)
@@ -52,6 +63,7 @@ class MetricsWriter:
     self._bucket_lines: list[str] | None = None  # on a bucket: the whole file, rewritten on flush
     self._bucket_flush_seconds = bucket_flush_seconds
     self._last_upload = 0.0
+    self._wandb = None
     if not self.active:
       return
     self.logdir.mkdir(parents=True, exist_ok=True)
@@ -67,6 +79,8 @@ class MetricsWriter:
     if console:
       import tqdm  # pylint: disable=g-import-not-at-top
       self._bar = tqdm.tqdm(total=total_steps, initial=initial_step, unit="step", dynamic_ncols=True)
+    if wandb_options and wandb_options.get("project"):
+      self._wandb = _wandb_run(self.logdir, wandb_options, run_config)
 
   def write(self, step: int, metrics: Mapping[str, float]) -> None:
     """Records `metrics` (name -> scalar) at `step`. Non-finite values are kept (as null in JSONL)."""
@@ -87,6 +101,8 @@ class MetricsWriter:
       row[name] = v if math.isfinite(v) else None
       if self._tb is not None:
         self._tb.add_scalar(name, v, global_step=step)
+    if self._wandb is not None:
+      self._wandb.log({name: float(np.asarray(value)) for name, value in metrics.items()}, step=step)
     line = json.dumps(row) + "\n"
     if self._jsonl is not None:
       self._jsonl.write(line)
@@ -100,6 +116,19 @@ class MetricsWriter:
       shown = {k.split("/")[0] if k.endswith("/mean") else k: f"{row[k]:.4g}"
                for k in self._console_keys if row.get(k) is not None}
       self._bar.set_postfix(shown, refresh=True)
+
+  def write_text(self, step: int, tag: str, text: str) -> None:
+    """A markdown `text` at `step` as a TensorBoard text summary (call after `write` of the step,
+    which opens the event file)."""
+    if self.active and self._tb is not None:
+      self._tb.add_text(tag, text, global_step=int(step))
+
+  def write_table(self, step: int, tag: str, columns: Sequence[str], rows: Sequence[Sequence]) -> None:
+    """`rows` (one value per column) at `step` as a W&B table; nothing without W&B."""
+    if self.active and self._wandb is not None:
+      import wandb  # pylint: disable=g-import-not-at-top  (imported by _wandb_run already)
+      self._wandb.log({tag: wandb.Table(columns=list(columns), data=[list(r) for r in rows])},
+                      step=int(step))
 
   def _existing_rows(self) -> list[str]:
     """The rows already in metrics.jsonl, each ending in a newline; a torn last row (a kill mid-write:
@@ -153,6 +182,8 @@ class MetricsWriter:
       self._upload()
     if self._tb is not None:
       self._tb.close()
+    if self._wandb is not None:
+      self._wandb.finish()
     self.active = False
 
 
@@ -172,6 +203,24 @@ def _tensorboard_writer(logdir, **options):
     logging.warning("MetricsWriter: no TensorBoard events under %s (%s; `pip install "
                     "grounding_jax[gcs]` for gs://); metrics.jsonl has every value", logdir, e)
     return None
+
+
+def _wandb_run(logdir, options: Mapping[str, str], run_config: Optional[Mapping]):
+  """A W&B run for wandb.init's `options` (project, entity, name, mode; empty ones left to wandb),
+  continuing the run whose id `<logdir>/wandb_run_id` holds (a resumed run), else a new one."""
+  try:
+    import wandb  # pylint: disable=g-import-not-at-top  (optional: only runs that ask import it)
+  except ImportError as e:
+    raise ImportError(f"config.logging.wandb.project={options['project']!r} asks for Weights & "
+                      "Biases, but wandb is not installed: `pip install wandb` (or set "
+                      "logging.wandb.project='')") from e
+  id_file = paths.as_path(logdir) / "wandb_run_id"
+  run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
+  id_file.write_text(run_id)
+  init = {k: v for k, v in options.items() if v}
+  # W&B's own files need a local folder; a bucket logdir leaves them in wandb's default (./wandb).
+  where = dict(dir=str(logdir)) if paths.is_local(logdir) else {}
+  return wandb.init(**init, id=run_id, resume="allow", config=dict(run_config or {}), **where)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

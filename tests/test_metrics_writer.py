@@ -1,9 +1,12 @@
 """MetricsWriter writes JSONL rows and TensorBoard scalars a reader can load back."""
 
 import glob
+import json
 import math
+import sys
 
 import numpy as np
+import pytest
 from tensorboardX.proto import event_pb2
 
 from grounding_jax import metrics_writer
@@ -110,3 +113,56 @@ def test_compile_time_counts_wall_time_covered_once(monkeypatch):
     for s, e in spans:
       covered |= (grid >= s) & (grid <= e)
     np.testing.assert_allclose(total, covered.mean() * 14, atol=1e-3)
+
+
+def tb_texts(logdir):
+  """{(tag, step): text} of the TensorBoard text summaries under `<logdir>/tb` (tensorboardX names
+  a text tag `<tag>/text_summary`)."""
+  out = {}
+  for path in glob.glob(str(logdir / "tb" / "events.*")):
+    for ev in _tb_events(path):
+      for v in ev.summary.value:
+        if v.metadata.plugin_data.plugin_name == "text":
+          out[(v.tag.split("/")[0], ev.step)] = v.tensor.string_val[0].decode("utf-8")
+  return out
+
+
+def test_text_goes_to_tensorboard_and_tables_nowhere_without_wandb(tmp_path):
+  w = metrics_writer.MetricsWriter(tmp_path, console=False)
+  w.write(1, {"loss": 1.0})
+  w.write_text(1, "rollouts", "**group 0** · reward 1")
+  w.write_table(1, "rollouts", ["a"], [[1]])  # no W&B: nothing, no error
+  w.close()
+  assert tb_texts(tmp_path) == {("rollouts", 1): "**group 0** · reward 1"}
+  assert not (tmp_path / "wandb").exists()
+
+
+def test_wandb_asked_for_but_missing_names_the_field(tmp_path, monkeypatch):
+  monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ImportError
+  with pytest.raises(ImportError, match=r"logging\.wandb\.project='demo'.*pip install wandb"):
+    metrics_writer.MetricsWriter(tmp_path, console=False, wandb_options={"project": "demo"})
+
+
+def test_wandb_offline_gets_the_scalars_and_the_table(tmp_path, monkeypatch):
+  wandb = pytest.importorskip("wandb")
+  monkeypatch.setenv("WANDB_MODE", "offline")
+  monkeypatch.setenv("WANDB_SILENT", "true")
+  monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb_config"))
+  options = {"project": "demo", "entity": "", "name": "", "mode": "offline"}
+  w = metrics_writer.MetricsWriter(tmp_path, console=False, wandb_options=options,
+                                   run_config={"seed": 0})
+  w.write(1, {"reward/mean": 0.25})
+  w.write_table(1, "rollouts", ["completion", "reward"], [["Paris", 1.0], ["Lyon", 0.0]])
+  w.write(2, {"reward/mean": 0.75})
+  w.close()
+  wandb.teardown()  # stops W&B's service process, which writes the run's log out
+  runs = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
+  assert len(runs) == 1
+  run_id = (tmp_path / "wandb_run_id").read_text()
+  assert runs[0].endswith(run_id)  # a resumed writer continues this run
+  # The run's transaction log holds each history row's keys and JSON values as protobuf strings.
+  log = open(glob.glob(f"{runs[0]}/run-*.wandb")[0], "rb").read()
+  assert b"reward/mean" in log and b"0.75" in log
+  table, = glob.glob(f"{runs[0]}/files/media/table/rollouts_1_*.table.json")
+  assert json.load(open(table)) == {"columns": ["completion", "reward"],
+                                    "data": [["Paris", 1.0], ["Lyon", 0.0]]}

@@ -45,6 +45,8 @@ class GroupBatch:
     loss_mask: bool [N, L], the completion tokens that count in the loss.
     metrics: the step's rollout, reward, advantage and DAPO metrics (global over hosts).
     sample_seconds, reward_seconds: time spent sampling and scoring.
+    values: name -> float64 [N], each completion's reward ("reward") and its components (the
+      readable rollouts, rl/rollout_log.py).
   """
   rollout: rollout_lib.Rollout
   advantages: np.ndarray
@@ -52,6 +54,7 @@ class GroupBatch:
   metrics: dict
   sample_seconds: float
   reward_seconds: float
+  values: dict = dataclasses.field(default_factory=dict)
 
 
 def select_groups(usable: np.ndarray, informative: np.ndarray, wanted: int) -> np.ndarray:
@@ -231,7 +234,8 @@ class Collector:
     metrics["dapo/sampling_rounds"] = float(len(rounds))
     merged = rollout_lib.concat([r.rollout for r in rounds],
                                 pad_id=int(self.tokenizer.pad_token_id or 0))
-    rewards = np.concatenate([r.values["reward"] for r in rounds])
+    values = {k: np.concatenate([r.values[k] for r in rounds]) for k in rounds[0].values}
+    rewards = values["reward"]
     informative = ~adv_lib.zero_variance_groups(rewards, g, c.dapo.std_tolerance)
     groups = select_groups(usable, informative, want) if c.dapo.dynamic_sampling else np.arange(want)
     batch_ro = rollout_lib.take_groups(merged, rollout_lib.group_rows(groups, self.prompts_per_group))
@@ -240,8 +244,9 @@ class Collector:
       loss_mask &= ~batch_ro.truncated[:, None]
     loss_mask &= np.repeat(usable[groups], g)[:, None]
     a = c.advantage
+    rows = rollout_lib.group_rows(groups, g)
     advantages = adv_lib.group_advantages(
-        rewards[rollout_lib.group_rows(groups, g)], g, scale=a.scale, std_ddof=a.std_ddof,
+        rewards[rows], g, scale=a.scale, std_ddof=a.std_ddof,
         std_floor=a.std_floor, eps=a.eps, leave_one_out=a.leave_one_out,
         std_tolerance=c.dapo.std_tolerance, token_counts=loss_mask.sum(axis=1))
     all_adv = self.hosts.gather(advantages)  # metrics describe the global batch, equal on every host
@@ -249,7 +254,8 @@ class Collector:
     metrics["advantage/std"] = float(all_adv.std())
     metrics["advantage/abs_max"] = float(np.abs(all_adv).max())
     metrics["dapo/kept_informative_frac"] = float(self.hosts.gather(informative[groups]).mean())
-    return GroupBatch(batch_ro, advantages.astype(np.float32), loss_mask, metrics, t_sample, t_reward)
+    return GroupBatch(batch_ro, advantages.astype(np.float32), loss_mask, metrics, t_sample, t_reward,
+                      {k: v[rows] for k, v in values.items()})
 
   def _round_metrics(self, rnd: _Round) -> dict:
     g = self.c.rollout.group_size  # an advantage group's rows (a contrast group's, when on)

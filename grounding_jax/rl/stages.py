@@ -32,6 +32,7 @@ from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import reward_pool
+from grounding_jax.rl import rollout_log
 from grounding_jax.rl import setup
 from grounding_jax.rl import step as step_lib
 from grounding_jax.rl import step_perf
@@ -69,6 +70,8 @@ class Stage:
     prompt_fn: Example -> prompt text (the caller's, or the recipe's through the chat template).
     pool, stream, collector, updater: the reward pool, the stage's example stream, the rollout
       collector and the update schedule; None until `start`.
+    last_batch: the last step's groups when that step's readable rollouts are due
+      (logging.rollouts_every, rl/rollout_log.py), else None.
   """
   index: int
   spec: ml_collections.ConfigDict
@@ -82,6 +85,7 @@ class Stage:
   stream: Optional[data_stream.ExampleStream] = None
   collector: Optional[collect.Collector] = None
   updater: Optional[step_lib.Updater] = None
+  last_batch: Optional[collect.GroupBatch] = None
 
   @classmethod
   def plan(cls, config: ml_collections.ConfigDict, index: int, run: Run) -> "Stage":
@@ -189,6 +193,7 @@ class Stage:
     # The sampler reads the trainer's split directly (no merge and re-split per step).
     gb = self.collector.collect(key, self.stream, (run.graphdef, nnx.merge_state(params, rest)))
     result = self.updater.run(gb, params, rest, opt_state, ref_params, global_step)
+    self.last_batch = gb if rollout_log.due(view.logging.rollouts_every, global_step + 1) else None
     metrics = {**gb.metrics, **result.metrics}
     total_time = time.perf_counter() - t_start
     tokens, loss_tokens = run.hosts.gather(

@@ -29,6 +29,7 @@ from grounding_jax.models import lora
 from grounding_jax.rl import health as health_lib
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import preemption
+from grounding_jax.rl import rollout_log
 from grounding_jax.rl import setup
 from grounding_jax.rl import stages as stages_lib
 from grounding_jax.rl import step_perf
@@ -117,7 +118,10 @@ class Trainer:
         validator.resume(meta)
     health = health_lib.RunHealth(c.health, meta.get("health"))  # non-finite steps, monitors
     writer = metrics_writer.MetricsWriter(f"{c.workdir}/logs", total_steps=total,
-                                          initial_step=global_step, console=c.logging.console)
+                                          initial_step=global_step, console=c.logging.console,
+                                          wandb_options=c.logging.wandb.to_dict(),
+                                          run_config=c.to_dict() if c.logging.wandb.project else None)
+    rollouts = rollout_log.RolloutLog(c.workdir, c.logging.rollouts_every, writer)
     done_here = 0  # GRPO steps run by this call
     guard = preemption.Guard()  # SIGTERM: finish the step, checkpoint it, raise Preempted
     try:
@@ -154,6 +158,8 @@ class Trainer:
                   self.graphdef, nnx.merge_state(self.params, self.rest)), state, meta))
               meta.update(validator.meta())
             writer.write(global_step, metrics)
+            rollouts.write(global_step, st.name, st.last_batch, st.recipe, st.prompt_fn,
+                           st.view.rollout.group_size)
             self.history.append({"step": global_step, **metrics})
             health.stop_if_stuck(global_step, self.checkpointer)  # after N bad steps in a row
             last = stage_step == st.num_steps or (max_steps is not None and done_here >= max_steps)

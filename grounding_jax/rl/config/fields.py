@@ -424,6 +424,15 @@ CHECKPOINT = (
     Field("checkpoint.best_mode", "max", str, "whether the best metric is the largest or smallest",
           choices=("max", "min"), check=False),
     Field("logging.console", True, bool, "a tqdm bar on the console"),
+    Field("logging.rollouts_every", 0, int, "every this many steps, the step's completions with "
+          "their parsed fields, reward components and advantages to <workdir>/rollouts/step_<N>.jsonl "
+          "and a few as TensorBoard text (rl/rollout_log.py); 0 = off", lo=0, why="0 = off"),
+    Field("logging.wandb.project", "", str, "a Weights & Biases project: the scalars and the "
+          "rollout samples go there too (needs `pip install wandb`); '' = off"),
+    Field("logging.wandb.entity", "", str, "the W&B entity (team or user); '' = wandb's default"),
+    Field("logging.wandb.name", "", str, "the W&B run's name; '' = wandb's default"),
+    Field("logging.wandb.mode", "online", str, "wandb.init's mode; 'offline' writes under "
+          "<workdir>/logs/wandb for `wandb sync`", choices=("online", "offline", "disabled")),
 )
 
 FIELDS = (
