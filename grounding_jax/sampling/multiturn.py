@@ -289,3 +289,30 @@ class _Turns:
         completion_mask=np.arange(width)[None, :] < lengths[:, None],
         prompt_ids=self.ids, prompt_mask=self.mask, policy_mask=policy,
         tool_calls=[list(row.calls) for row in rows])
+
+
+def tool_call_stats(rollout) -> tuple[np.ndarray, np.ndarray]:
+  """Per row of a rollout (or anything with `tool_calls` and `row_examples()`): (executed calls
+  int [N], recall of the example's gold passages float [N]: the share of its gold_passage_ids among
+  the doc_ids its calls retrieved; NaN where the example names no gold passage). A one-turn
+  rollout has no calls (zeros; recall 0 where gold passages exist)."""
+  examples = rollout.row_examples()
+  calls = rollout.tool_calls or [[] for _ in examples]
+  counts = np.array([len(c) for c in calls], np.int32)
+  recall = np.full(len(examples), np.nan)
+  for i, (ex, row_calls) in enumerate(zip(examples, calls)):
+    gold = {str(g) for g in (getattr(ex, "gold_passage_ids", None) or ())}
+    if gold:
+      found = {str(d) for call in row_calls for d in call.result.doc_ids}
+      recall[i] = len(gold & found) / len(gold)
+  return counts, recall
+
+
+def tool_metrics(counts: np.ndarray, recall: np.ndarray, prefix: str = "search/") -> dict:
+  """The search metrics of `tool_call_stats`' columns (every host's rows): calls per completion,
+  the share of completions that call at least once, gold-passage recall (over rows with gold)."""
+  m = {f"{prefix}calls_per_completion": float(np.mean(counts)),
+       f"{prefix}searching_frac": float(np.mean(counts > 0))}
+  if np.any(~np.isnan(recall)):
+    m[f"{prefix}gold_recall"] = float(np.nanmean(recall))
+  return m
