@@ -291,17 +291,25 @@ class _Turns:
         tool_calls=[list(row.calls) for row in rows])
 
 
+def gold_ids(example) -> set[str]:
+  """The ids (Passage.id) of an Example's gold passages (gold_passage_ids are 1-indexed positions
+  in its passages); those without an id are left out."""
+  passages = getattr(example, "passages", ()) or ()
+  return {passages[i - 1].id for i in (getattr(example, "gold_passage_ids", ()) or ())
+          if 0 < i <= len(passages) and passages[i - 1].id}
+
+
 def tool_call_stats(rollout) -> tuple[np.ndarray, np.ndarray]:
-  """Per row of a rollout (or anything with `tool_calls` and `row_examples()`): (executed calls
-  int [N], recall of the example's gold passages float [N]: the share of its gold_passage_ids among
-  the doc_ids its calls retrieved; NaN where the example names no gold passage). A one-turn
-  rollout has no calls (zeros; recall 0 where gold passages exist)."""
+  """Per row of a rollout (anything with `tool_calls` and `row_examples()`): (executed calls
+  int [N], recall of the example's gold passages float [N]: the share of their ids (`gold_ids`)
+  among the ToolResult.doc_ids its calls retrieved; NaN where the example has no gold passage id).
+  A one-turn rollout has no calls (zeros; recall 0 where gold passages exist)."""
   examples = rollout.row_examples()
   calls = rollout.tool_calls or [[] for _ in examples]
   counts = np.array([len(c) for c in calls], np.int32)
   recall = np.full(len(examples), np.nan)
   for i, (ex, row_calls) in enumerate(zip(examples, calls)):
-    gold = {str(g) for g in (getattr(ex, "gold_passage_ids", None) or ())}
+    gold = gold_ids(ex)
     if gold:
       found = {str(d) for call in row_calls for d in call.result.doc_ids}
       recall[i] = len(gold & found) / len(gold)

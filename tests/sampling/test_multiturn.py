@@ -7,37 +7,11 @@ import numpy as np
 import pytest
 
 from grounding_jax import sampling
-from grounding_jax.models import load_pretrained, load_tokenizer
+from grounding_jax.models import load_tokenizer
 from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.rl import losses
 from grounding_jax.sampling import engine, multiturn
-from grounding_jax.sampling.tools import ToolFormat, ToolResult
-
-# Every word below is one SmolLM2 token. The policy is a bigram table: greedy decoding from a
-# prompt's last word follows it; the tool's answer (its last word) starts the next turn's chain.
-# A call opens at any word ending in "x" and closes at " halt"; " finish" ends an answer.
-NEXT = {" apple": " banana", " banana": " finish",                                  # no search
-        " cherry": " box", " box": " mars", " mars": " halt", " lemon": " grape",   # one search
-        " grape": " finish",
-        " olive": " fox", " fox": " bean", " bean": " halt", " peach": " plum",     # two searches
-        " plum": " six", " six": " kiwi", " kiwi": " halt", " wax": " finish"}
-PROMPTS = [" apple", " cherry", " olive"]
-FORMAT = ToolFormat(call_open="x", call_close=" halt", result_open=" info", result_close="",
-                    separator="")
-STOP = (" finish",)
-
-
-class DictTool:
-  """A deterministic retriever: query -> (passage text, its id); records every batch it serves."""
-
-  def __init__(self):
-    self.table = {"mars": (" lemon", "d1"), "bean": (" peach", "d2"), "kiwi": (" wax", "d3")}
-    self.batches = []
-
-  def __call__(self, queries):
-    self.batches.append(list(queries))
-    return [ToolResult(self.table[q][0], (self.table[q][1],)) if q in self.table
-            else ToolResult("", (), error="unknown query") for q in queries]
+from scripted_policy import FORMAT, PROMPTS, STOP, DictTool, prompts, scripted_model
 
 
 @pytest.fixture(scope="module")
@@ -47,37 +21,13 @@ def tokenizer(smollm2_dir):
 
 @pytest.fixture(scope="module")
 def scripted(tiny_checkpoint, tokenizer):
-  """A tiny llama whose greedy next token follows NEXT (embeddings: one axis per word, the head maps
-  a word's axis to its successor with a margin of ~6 nats), while attention and the MLP add a
-  small context-dependent term (default init), so log-probs depend on the whole cached context."""
-  model = load_pretrained(tiny_checkpoint("llama", vocab_size=49152, tie_word_embeddings=False,
-                                          bos_token_id=1, eos_token_id=2, pad_token_id=2))
-  one = lambda w: tokenizer.encode(w, add_special_tokens=False)
-  words = sorted(set(NEXT) | set(NEXT.values()) | {" info"})
-  ids = {w: one(w) for w in words}
-  assert all(len(v) == 1 for v in ids.values()), ids
-  d = model.config.hidden_size
-  rng = np.random.default_rng(0)
-  embed = np.asarray(model.embed[...]) * 0.1
-  head = rng.normal(0, 0.01, np.asarray(model.lm_head[...]).shape).astype(np.float32)
-  for axis, w in enumerate(sorted(NEXT)):
-    embed[ids[w][0]] = np.eye(d)[axis]
-    head[axis, ids[NEXT[w]][0]] = 1.2  # after the final norm an axis is ~sqrt(d) ≈ 5.7 long
-  model.embed[...] = jnp.asarray(embed)
-  model.lm_head[...] = jnp.asarray(head)
-  return model
-
-
-def _prompts(tokenizer):
-  rows = [tokenizer.encode(" the story of" * (i + 1) + p, add_special_tokens=False)
-          for i, p in enumerate(PROMPTS)]
-  return sampling.left_pad(rows, 2)
+  return scripted_model(tiny_checkpoint, tokenizer)
 
 
 @pytest.mark.parametrize("num_samples", [1, 2])
 def test_scripted_policy_searches_zero_one_and_max_times(scripted, tokenizer, num_samples):
   tool = DictTool()
-  ids, mask = _prompts(tokenizer)
+  ids, mask = prompts(tokenizer)
   before = engine.trace_counts().get("continue", 0)
   gen = multiturn.generate_turns(scripted, ids, mask, tool=tool, tool_format=FORMAT, max_turns=3,
                                  max_new_tokens=24, tokenizer=tokenizer, stop=STOP, eos_ids=[2],
@@ -107,7 +57,7 @@ def test_scripted_policy_searches_zero_one_and_max_times(scripted, tokenizer, nu
 def test_sampler_logprobs_equal_trainer_logprobs_on_policy_tokens(scripted, tokenizer):
   """The cached continuation (per-row slots and positions after an inserted chunk) gives the
   log-probs a full forward pass over [prompt | completion] gives (the log-prob gap monitor)."""
-  ids, mask = _prompts(tokenizer)
+  ids, mask = prompts(tokenizer)
   gen = multiturn.generate_turns(scripted, ids, mask, tool=DictTool(), tool_format=FORMAT,
                                  max_turns=3, max_new_tokens=24, tokenizer=tokenizer, stop=STOP,
                                  eos_ids=[2], pad_id=2, num_samples=2)
@@ -129,7 +79,7 @@ def test_sampler_logprobs_equal_trainer_logprobs_on_policy_tokens(scripted, toke
 
 
 def test_budget_counts_inserted_tokens_and_cuts_the_result(scripted, tokenizer):
-  ids, mask = _prompts(tokenizer)
+  ids, mask = prompts(tokenizer)
   gen = multiturn.generate_turns(scripted, ids[1:2], mask[1:2], tool=DictTool(), tool_format=FORMAT,
                                  max_turns=3, max_new_tokens=4, tokenizer=tokenizer, stop=STOP,
                                  eos_ids=[2], pad_id=2)
@@ -139,7 +89,7 @@ def test_budget_counts_inserted_tokens_and_cuts_the_result(scripted, tokenizer):
 
 
 def test_one_turn_is_generate_ids_and_a_missing_tool_is_named(scripted, tokenizer):
-  ids, mask = _prompts(tokenizer)
+  ids, mask = prompts(tokenizer)
   kw = dict(max_new_tokens=8, tokenizer=tokenizer, stop=STOP, eos_ids=[2], pad_id=2)
   one = multiturn.generate_turns(scripted, ids, mask, tool=None, tool_format=FORMAT, max_turns=1,
                                  **kw)
