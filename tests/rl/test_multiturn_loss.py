@@ -121,3 +121,23 @@ def test_several_turns_without_a_tool_are_named():
     setup.check_tool(c, None)
   setup.check_tool(c, DictTool())  # given a tool: fine
   setup.check_tool(_config(max_turns=1), None)  # one turn needs none
+
+
+def test_evaluation_samples_several_turns_and_reports_the_search_metrics(tiny_checkpoint,
+                                                                        smollm2_dir, monkeypatch):
+  """The evaluation harness samples through the same multi-turn sampler (settings.max_turns, the
+  caller's tool) and reports search/ columns (validation logs them as eval/search/...)."""
+  from grounding_jax import recipes  # pylint: disable=g-import-not-at-top
+  from grounding_jax.eval import harness  # pylint: disable=g-import-not-at-top
+  tok = load_tokenizer(smollm2_dir)
+  model = scripted_model(tiny_checkpoint, tok)
+  monkeypatch.setattr(get_recipe("naive"), "tool_format", FORMAT, raising=False)
+  settings = harness.EvalSettings(recipe="naive", stop=STOP, max_turns=3, seed=0,
+                                  decoding=recipes.Decoding(temperature=0.0, max_new_tokens=24))
+  prompt_fn = lambda ex: " the story of" * (int(ex.id) + 1) + PROMPTS[int(ex.id)]
+  result = harness.evaluate_model(model, tok, _examples(), settings, progress=False,
+                                  prompt_fn=prompt_fn, tool=DictTool())
+  assert result.metrics["search/calls_per_completion"] == pytest.approx(1.0)
+  assert result.metrics["search/searching_frac"] == pytest.approx(2 / 3)
+  assert result.metrics["search/gold_recall"] == pytest.approx(0.5)
+  assert result.records[2]["completion"].endswith(" info wax finish")
