@@ -246,8 +246,9 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
     lengths += [int(x) for x in rr.rollout.lengths]
     truncated += [bool(x) for x in rr.rollout.truncated]
     mean_logprobs += list(_mean_logprobs(rr.rollout))
-    calls, found = multiturn.tool_call_stats(rr.rollout)
-    searches, recall = searches + list(calls), recall + list(found)
+    if settings.max_turns > 1:
+      calls, found = multiturn.tool_call_stats(rr.rollout)
+      searches, recall = searches + list(calls), recall + list(found)
     for kind, target in ((rr.extras, extras), (recipe.evaluate_inputs(rr), inputs)):
       for kk, v in kind.items():
         target.setdefault(kk, []).extend(v)

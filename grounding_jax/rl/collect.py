@@ -7,8 +7,8 @@ rollout, and scores them in the reward pool (DAPO's overlong shaping is added to
 normalisation). With DAPO dynamic sampling, rounds repeat until enough groups have reward variance
 (or the cap is reached); the update then takes whole groups, informative first. Advantages are
 group-normalised and the loss mask drops padding, a tool's inserted tokens (multi-turn rollouts),
-truncated completions (DAPO overlong filtering)
-and groups whose rewards failed under on_error="skip".
+truncated completions (DAPO overlong filtering) and groups whose rewards failed under
+on_error="skip".
 
 With evidence-contrast groups (`EvidenceContrast`, a stage's data.evidence_contrast) a group is one
 question under k evidence conditions: k consecutive prompts of G/k completions each, so the G rows

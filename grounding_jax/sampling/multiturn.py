@@ -159,11 +159,13 @@ class _Turns:
     with context:
       graphdef, state = engine.inference_state(
           self.model if self.live else nnx.merge(self.graphdef, self.state))
+      self.tool_seconds = 0.0
       rows, steps, seconds = self._turns(graphdef, state)
+    # decode_seconds holds the whole turn loop; tool_seconds the tool calls within it.
     record_stats(prefill_seconds=seconds[0], decode_seconds=seconds[1], decode_steps=steps,
-                         prompt_rows=self.padded_prompts, rows=self.n,
-                         prompt_bucket=self.run_ids.shape[1], new_tokens_bucket=self.ln,
-                         shared_prefix_bucket=0)
+                 tool_seconds=self.tool_seconds, prompt_rows=self.padded_prompts, rows=self.n,
+                 prompt_bucket=self.run_ids.shape[1], new_tokens_bucket=self.ln,
+                 shared_prefix_bucket=0)
     return self._generation(rows)
 
   def _turns(self, graphdef, state):
@@ -196,6 +198,7 @@ class _Turns:
       if _hosts_max(len(chunk), self.mesh) == 0:
         break
       active, args = self._chunk_arrays(rows, chunk)
+      total_steps += args[1].shape[1]  # the chunk's positions cost about a decode step each (perf)
       out = engine.continue_decode(
           graphdef, self.config, state, cache, prompt_cache, mask_d, *args,
           self._put(active, ("batch",)), jax.random.fold_in(self.key, turn), self.temperature,
@@ -229,7 +232,9 @@ class _Turns:
     if not calls:
       return {}
     order = sorted(calls)
+    start = time.perf_counter()
     results = list(self.tool([calls[r] for r in order]))
+    self.tool_seconds += time.perf_counter() - start
     if len(results) != len(order):
       raise ValueError(f"the tool returned {len(results)} results for {len(order)} queries; a Tool "
                        "returns one ToolResult per query, in order (sampling/tools.py).")
