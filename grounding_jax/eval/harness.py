@@ -45,7 +45,9 @@ from grounding_jax.eval import bootstrap
 from grounding_jax.eval import metrics as metrics_lib
 from grounding_jax.eval import selective
 from grounding_jax.eval.bertscore import BertScorer
+from grounding_jax.sampling import multiturn
 from grounding_jax.sampling import rollout as rollout_lib
+from grounding_jax.sampling.tools import ToolFormat
 
 RewardSpec = Sequence[tuple[str, float, Callable]]  # [(name, weight, RewardFn)], as the trainer's
 
@@ -82,6 +84,7 @@ class EvalSettings:
   reader_max_new_tokens: int = 64
   seed: int = 0
   shared_prefix_min_tokens: int = 0
+  max_turns: int = 1
 
   @classmethod
   def from_config(cls, config: ml_collections.ConfigDict) -> "EvalSettings":
@@ -105,7 +108,8 @@ class EvalSettings:
                judges={k: v for k, v in specs.items() if _configured(v)},
                bertscore=ev.bertscore, reader_max_new_tokens=int(ev.reader_max_new_tokens),
                seed=int(ev.seed),
-               shared_prefix_min_tokens=int(ev.get("shared_prefix_min_tokens", 0)))
+               shared_prefix_min_tokens=int(ev.get("shared_prefix_min_tokens", 0)),
+               max_turns=int(config.rollout.get("max_turns", 1)))
 
   def evaluate_options(self) -> dict[str, Any]:
     """The judge arguments of `Recipe.evaluate`, each built when first called."""
@@ -198,7 +202,7 @@ def _local_share(examples: Sequence[Example]) -> list[Example]:
 def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: EvalSettings, *,
                    rewards: RewardSpec = (), mesh=None, reader=None, name: str = "",
                    progress: bool = True, options: Optional[Mapping[str, Any]] = None,
-                   prompt_fn: Optional[Callable[[Example], str]] = None) -> ModelResult:
+                   prompt_fn: Optional[Callable[[Example], str]] = None, tool=None) -> ModelResult:
   """Generates, scores and summarises one model's answers to `examples`.
 
   Args:
@@ -213,6 +217,8 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
     progress: show a tqdm bar.
     options: built `Recipe.evaluate` judge arguments (default settings.evaluate_options()).
     prompt_fn: Example -> prompt text (default the recipe's prompt through the chat template).
+    tool: what the policy calls when settings.max_turns > 1 (sampling/tools.Tool); the report then
+      has search/ columns (sampling/multiturn.tool_metrics).
   """
   recipe = recipes.get_recipe(settings.recipe)
   local = _local_share(examples)
@@ -222,10 +228,12 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
       temperature=settings.decoding.temperature, top_p=settings.decoding.top_p,
       stop=tuple(recipe.stop) + tuple(s for s in settings.stop if s not in recipe.stop),
       max_prompt_tokens=settings.max_prompt_tokens,
-      shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
+      shared_prefix_min_tokens=settings.shared_prefix_min_tokens, max_turns=settings.max_turns,
+      tool=tool, tool_format=getattr(recipe, "tool_format", None) or ToolFormat())
   prompt_fn = prompt_fn or (
       lambda ex: recipe.render_prompt(ex, tokenizer, enable_thinking=settings.enable_thinking))
   prompts, completions, lengths, truncated, mean_logprobs = [], [], [], [], []
+  searches, recall = [], []
   extras: dict[str, list] = {}
   inputs: dict[str, list] = {}
   bar = tqdm.tqdm(total=len(local), desc=f"eval {name}".strip(), unit="q", disable=not progress,
@@ -240,6 +248,9 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
     lengths += [int(x) for x in rr.rollout.lengths]
     truncated += [bool(x) for x in rr.rollout.truncated]
     mean_logprobs += list(_mean_logprobs(rr.rollout))
+    if settings.max_turns > 1:
+      calls, found = multiturn.tool_call_stats(rr.rollout)
+      searches, recall = searches + list(calls), recall + list(found)
     for kind, target in ((rr.extras, extras), (recipe.evaluate_inputs(rr), inputs)):
       for kk, v in kind.items():
         target.setdefault(kk, []).extend(v)
@@ -257,6 +268,8 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
   per["completion_length"] = np.asarray(lengths, np.float64)
   per["truncated"] = np.asarray(truncated, np.float64)
   per["confidence"] = np.asarray(mean_logprobs, np.float64)
+  if settings.max_turns > 1:
+    per["searches"], per["gold_recall"] = np.asarray(searches, np.float64), np.asarray(recall)
   if k > 1:
     per.update(_sample_columns(per["correct"], result["answers"], k))
   gathered = {kk: np.asarray(parallel.gather_hosts(v), np.float64) for kk, v in per.items()}
@@ -341,6 +354,8 @@ def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np
       row[kk] = float(np.mean(v))
   row["completion_length/mean"] = float(np.mean(per["completion_length"]))
   row["truncated_frac"] = float(np.mean(per["truncated"]))
+  if "searches" in per:  # a multi-turn evaluation
+    row.update(multiturn.tool_metrics(per["searches"], per["gold_recall"]))
   row.update(n_questions=float(len(answerable) // k), n_answerable=float(answerable.sum() // k),
              n_unanswerable=float((~answerable).sum() // k))
   return row

@@ -94,6 +94,20 @@ def write_cache(cache: jax.Array, new: jax.Array, start: tuple) -> jax.Array:
                                       cache.dtype)
 
 
+def write_cache_rows(cache: jax.Array, new_bhtd: jax.Array, start_b: jax.Array) -> jax.Array:
+  """`write_cache` with a first slot per row: row b's T new slots go to [start_b[b], start_b[b] + T)
+  of cache [B, H, S, D]; slots at or past S are dropped (a multi-turn row's padding near its end,
+  or a finished row parked at S). The same 16-bit integer view as `write_cache`."""
+  new = new_bhtd.astype(cache.dtype).transpose(0, 2, 1, 3)  # [B, T, H, D]: the scatter's layout
+  slots = start_b[:, None] + jnp.arange(new.shape[1])[None, :]  # [B, T]
+  rows = jnp.arange(new.shape[0])[:, None]
+  scatter = lambda c, n: c.at[rows, :, slots, :].set(n, mode="drop")
+  if cache.dtype.itemsize != 2 or not jnp.issubdtype(cache.dtype, jnp.floating):
+    return scatter(cache, new)
+  bits = lambda a: jax.lax.bitcast_convert_type(a, jnp.uint16)
+  return jax.lax.bitcast_convert_type(scatter(bits(cache), bits(new)), cache.dtype)
+
+
 class Attention(nnx.Module):
   """Multi-head self-attention with RoPE, GQA, optional q/k/v bias (Qwen2) and q/k norm (Qwen3)."""
 
@@ -129,7 +143,8 @@ class Attention(nnx.Module):
       kv_cache: optional (k, v), each HEAD-MAJOR [batch, kv_heads, S, head_dim] (KVCache). The
         new keys/values are written at slots [cache_index, cache_index + T) and attention reads
         the whole cache.
-      cache_index: int32 scalar, first cache slot of the inputs.
+      cache_index: int32 scalar, first cache slot of the inputs; or int32[batch], one per row
+        (a multi-turn rollout's rows continue at different slots; sampling/multiturn.py).
       prefix: optional (k, v, mask) of prefixes shared by groups of rows, [prefixes, kv_heads, Sp,
         head_dim] and bool[prefixes, Sp] (with a cache): the queries also attend to their group's
         prefix.
@@ -144,9 +159,13 @@ class Attention(nnx.Module):
     if kv_cache is None:
       out = self._attention(q, k, v, mask_bts)
     else:
-      start = (0, 0, cache_index, 0)
-      k = write_cache(kv_cache[0], k.transpose(0, 2, 1, 3), start)
-      v = write_cache(kv_cache[1], v.transpose(0, 2, 1, 3), start)
+      if jnp.ndim(cache_index) == 1:
+        k = write_cache_rows(kv_cache[0], k.transpose(0, 2, 1, 3), cache_index)
+        v = write_cache_rows(kv_cache[1], v.transpose(0, 2, 1, 3), cache_index)
+      else:
+        start = (0, 0, cache_index, 0)
+        k = write_cache(kv_cache[0], k.transpose(0, 2, 1, 3), start)
+        v = write_cache(kv_cache[1], v.transpose(0, 2, 1, 3), start)
       if prefix is not None:
         kp, vp, prefix_mask = prefix
         prefix = (kp.astype(dt), vp.astype(dt), prefix_mask)

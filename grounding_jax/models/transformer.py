@@ -242,6 +242,8 @@ class Transformer(nnx.Module):
       positions: int32[batch, T] their RoPE positions.
       cache: KVCache with S slots per row.
       cache_index: int32 scalar; the new keys/values go to slots [cache_index, cache_index + T).
+        Or int32[batch], a first slot per row (slots at or past S are dropped); query i of row b
+        is then at slot cache_index[b] + i.
       kv_mask: bool[batch, S], True at slots holding real tokens (including the new ones).
       prefix: optional (KVCache [prefixes, Sp], bool[prefixes, Sp] real-token mask) of prefixes
         that groups of batch / prefixes consecutive rows continue (a GRPO group's prompt, or the
@@ -255,8 +257,13 @@ class Transformer(nnx.Module):
     """
     t = input_ids.shape[1]
     s = cache.k[0].shape[KVCache.LOGICAL_AXES.index("length")]
-    query_slot = cache_index + jnp.arange(t)
-    mask_bts = (jnp.arange(s)[None, :] <= query_slot[:, None])[None] & kv_mask.astype(bool)[:, None, :]
+    if jnp.ndim(cache_index) == 1:  # a first slot per row: causal by each row's own slots
+      query_slot = cache_index[:, None] + jnp.arange(t)[None, :]  # [batch, T]
+      mask_bts = ((jnp.arange(s)[None, None, :] <= query_slot[:, :, None])
+                  & kv_mask.astype(bool)[:, None, :])
+    else:
+      query_slot = cache_index + jnp.arange(t)
+      mask_bts = (jnp.arange(s)[None, :] <= query_slot[:, None])[None] & kv_mask.astype(bool)[:, None, :]
     x, new_kv = self._run_layers(input_ids, positions, mask_bts, cache, cache_index, prefix)
     return x, KVCache(k=tuple(k for k, _ in new_kv), v=tuple(v for _, v in new_kv))
 

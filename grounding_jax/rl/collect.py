@@ -6,8 +6,9 @@ A round takes the next prompts from the stream, samples G completions each with 
 rollout, and scores them in the reward pool (DAPO's overlong shaping is added to the reward before
 normalisation). With DAPO dynamic sampling, rounds repeat until enough groups have reward variance
 (or the cap is reached); the update then takes whole groups, informative first. Advantages are
-group-normalised and the loss mask drops padding, truncated completions (DAPO overlong filtering)
-and groups whose rewards failed under on_error="skip".
+group-normalised and the loss mask drops padding, a tool's inserted tokens (multi-turn rollouts),
+truncated completions (DAPO overlong filtering) and groups whose rewards failed under
+on_error="skip".
 
 With evidence-contrast groups (`EvidenceContrast`, a stage's data.evidence_contrast) a group is one
 question under k evidence conditions: k consecutive prompts of G/k completions each, so the G rows
@@ -32,6 +33,7 @@ from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import host_batch
 from grounding_jax.rl import reward_pool
+from grounding_jax.sampling import multiturn
 from grounding_jax.sampling import rollout as rollout_lib
 
 
@@ -195,12 +197,13 @@ class Collector:
                              seed=key, mesh=self.mesh, options=self.options)
     ro = rr.rollout
     t1 = time.perf_counter()
-    scored = self.pool(rr.completions, ro.row_examples(), {"completion_lengths": list(ro.lengths),
+    sampled = ro.sampled_lengths()  # a tool's inserted tokens count in no length penalty
+    scored = self.pool(rr.completions, ro.row_examples(), {"completion_lengths": list(sampled),
                                                           "truncated": list(ro.truncated),
                                                           **rr.extras})
     values = dict(scored.values)
     if c.dapo.overlong_shaping:  # DAPO Eq. 13, added to the reward before normalisation
-      pen = recipes_base.overlong_penalty(ro.lengths, c.rollout.max_new_tokens, c.dapo.overlong_buffer,
+      pen = recipes_base.overlong_penalty(sampled, c.rollout.max_new_tokens, c.dapo.overlong_buffer,
                                           c.dapo.overlong_factor)
       values["overlong"] = pen
       values["reward"] = values["reward"] + pen
@@ -239,7 +242,7 @@ class Collector:
     informative = ~adv_lib.zero_variance_groups(rewards, g, c.dapo.std_tolerance)
     groups = select_groups(usable, informative, want) if c.dapo.dynamic_sampling else np.arange(want)
     batch_ro = rollout_lib.take_groups(merged, rollout_lib.group_rows(groups, self.prompts_per_group))
-    loss_mask = batch_ro.completion_mask.copy()
+    loss_mask = batch_ro.sampled_mask().copy()  # a tool's inserted tokens carry no loss
     if c.dapo.mask_truncated:  # DAPO overlong filtering
       loss_mask &= ~batch_ro.truncated[:, None]
     loss_mask &= np.repeat(usable[groups], g)[:, None]
@@ -278,4 +281,7 @@ class Collector:
     m["completion_length/max"] = float(lengths.max())
     m["completion_length/min"] = float(lengths.min())
     m["truncated_frac"] = float(truncated.mean())
+    if self.settings.max_turns > 1:
+      m.update(multiturn.tool_metrics(*(self.hosts.gather(x) for x in
+                                        multiturn.tool_call_stats(rnd.rollout))))
     return m

@@ -26,6 +26,7 @@ from grounding_jax.rl import collect
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
 from grounding_jax.sampling import rollout as rollout_lib
+from grounding_jax.sampling import tools
 
 RewardSpec = from_config.RewardSpec
 _PROGRAMS: dict = {}  # (graphdef, optimizer key, UpdateSettings) -> jitted (train_step, logprob_fn)
@@ -178,15 +179,36 @@ def evidence_contrast(st: ml_collections.ConfigDict, examples: Sequence[Any], se
   return questions, collect.EvidenceContrast(names, contrast.distractor_pool(examples), seed)
 
 
+def check_tool(config: ml_collections.ConfigDict, tool) -> None:
+  """Raises before anything loads when a stage samples several turns (rollout.max_turns > 1) and
+  no tool was given for the policy to call."""
+  if tool is not None:
+    return
+  for spec in config.stages:
+    turns = stage_config(config, spec).rollout.max_turns
+    if turns > 1:
+      raise ValueError(f"stage {spec.name!r}: rollout.max_turns={turns} > 1 needs a tool for the "
+                       "policy to call: pass Trainer(tool=...) (e.g. a retriever over the corpus) "
+                       "or set rollout.max_turns=1.")
+
+
 def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe,
-                      group_size: Optional[int] = None) -> rollout_lib.SamplingSettings:
+                      group_size: Optional[int] = None, tool=None) -> rollout_lib.SamplingSettings:
   """The rollout's sampling settings; the sampler stops at the recipe's stop strings and the config's.
-  `group_size`: completions per prompt (samples_per_prompt), default rollout.group_size."""
+  `group_size`: completions per prompt (samples_per_prompt), default rollout.group_size. `tool`:
+  what the policy calls when rollout.max_turns > 1 (sampling/tools.Tool), in the recipe's
+  `tool_format` (default Search-R1's tags)."""
   r = view.rollout
   stop = tuple(recipe.stop) + tuple(s for s in r.stop if s not in recipe.stop)
+  if r.max_turns > 1 and tool is None:
+    raise ValueError(f"rollout.max_turns={r.max_turns} > 1 needs a tool for the policy to call: "
+                     "pass Trainer(tool=...) (e.g. a retriever over the corpus) or set "
+                     "rollout.max_turns=1.")
   return rollout_lib.SamplingSettings(
       group_size=group_size or r.group_size, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-      top_p=r.top_p, top_k=r.top_k, stop=stop, max_prompt_tokens=r.max_prompt_tokens)
+      top_p=r.top_p, top_k=r.top_k, stop=stop, max_prompt_tokens=r.max_prompt_tokens,
+      max_turns=r.max_turns, tool=tool if r.max_turns > 1 else None,
+      tool_format=getattr(recipe, "tool_format", None) or tools.ToolFormat())
 
 
 def optimizer(view: ml_collections.ConfigDict, grpo_steps: int):

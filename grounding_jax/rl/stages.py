@@ -44,7 +44,8 @@ from grounding_jax.rl import update_programs
 class Run:
   """What every stage of a run shares: the policy's tokenizer and structure, the mesh and its host
   plumbing, the step profiler, and what the Trainer's caller passed in place of the config's
-  reward functions, datasets ({stage name: [Example]}) and prompt renderer."""
+  reward functions, datasets ({stage name: [Example]}) and prompt renderer, and the tool the policy
+  calls when rollout.max_turns > 1 (sampling/tools.Tool, e.g. a retriever)."""
   tokenizer: Any
   graphdef: Any
   mesh: Any
@@ -53,6 +54,7 @@ class Run:
   rewards: Optional[setup.RewardSpec | Mapping[str, setup.RewardSpec]] = None
   datasets: Optional[Mapping[str, Sequence[Any]]] = None
   prompt_fn: Optional[Callable[[Any], str]] = None
+  tool: Any = None
 
 
 @dataclasses.dataclass
@@ -148,7 +150,8 @@ class Stage:
     self.stream = data_stream.ExampleStream(
         data, seed=seed, shuffle=self.spec.data.shuffle, position=position,
         stratify=self.spec.data.get("stratify", ""))
-    settings = setup.sampling_settings(view, self.recipe, setup.samples_per_prompt(view, self.spec))
+    settings = setup.sampling_settings(view, self.recipe, setup.samples_per_prompt(view, self.spec),
+                                       tool=run.tool)
     self.collector = collect.Collector(view, self.recipe, run.tokenizer, run.mesh, run.hosts, self.pool,
                                        self.prompt_fn, settings, contrast)
     self.updater = step_lib.Updater(view, self.settings, train_step, logprob_fn, run.hosts, run.perf)

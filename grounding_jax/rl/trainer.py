@@ -47,15 +47,18 @@ class Trainer:
       grounding_jax.recipes.get_reward from config.reward / stages[i].reward.
     datasets: {stage name: [Example]}; default from stages[i].data.
     prompt_fn: Example -> prompt text; default the stage recipe's prompt through the chat template.
+    tool: what the policy calls when rollout.max_turns > 1 (sampling/tools.Tool: queries ->
+      ToolResults, e.g. a retriever); required then.
   """
 
   def __init__(self, config: ml_collections.ConfigDict, *, model=None, tokenizer=None,
                reward_functions: Optional[setup.RewardSpec | Mapping[str, setup.RewardSpec]] = None,
                datasets: Optional[Mapping[str, Sequence[Any]]] = None,
-               prompt_fn: Optional[Callable[[Any], str]] = None):
+               prompt_fn: Optional[Callable[[Any], str]] = None, tool=None):
     self.config = config
     setup.check_config(config, read_data=datasets is None, need_model_path=model is None)
     validate.check_config(config)  # the validator itself is built on first use (`validator`)
+    setup.check_tool(config, tool)
     self.mesh = setup.run_mesh(config)
     self.hosts = host_batch.HostBatches(self.mesh)
     self.model, self.tokenizer = setup.load_policy(config, self.mesh, model, tokenizer)
@@ -65,7 +68,7 @@ class Trainer:
     self.history: list[dict] = []
     self.perf = step_perf.StepPerf(self.model.config, self.mesh) if config.perf.metrics else None
     self.run = stages_lib.Run(self.tokenizer, self.graphdef, self.mesh, self.hosts, self.perf,
-                             reward_functions, datasets, prompt_fn)
+                             reward_functions, datasets, prompt_fn, tool)
     self._validator: Optional[validate.Validator] = None
 
   @property
@@ -75,7 +78,8 @@ class Trainer:
     if self._validator is None and self.config.evals.every_steps:  # scored with the last stage's rewards
       last = stages_lib.Stage.plan(self.config, len(self.config.stages) - 1, self.run)
       self._validator = validate.build(self.config, self.tokenizer, self.mesh,
-                                       lambda: last.rewards(self.run), self.run.prompt_fn)
+                                       lambda: last.rewards(self.run), self.run.prompt_fn,
+                                       self.run.tool)
     return self._validator
 
   def startup_report(self) -> str:

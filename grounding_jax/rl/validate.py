@@ -70,13 +70,14 @@ def check_config(c: ml_collections.ConfigDict) -> None:
 
 
 def build(config: ml_collections.ConfigDict, tokenizer, mesh, rewards: Callable[[], Any],
-          prompt_fn: Optional[Callable[[Any], str]] = None) -> Optional["Validator"]:
+          prompt_fn: Optional[Callable[[Any], str]] = None, tool=None) -> Optional["Validator"]:
   """The run's Validator, or None when evals.every_steps is 0; checks the config either way.
   `rewards()` builds the [(name, weight, RewardFn)] list, only when validation is on."""
   check_config(config)
   if not config.evals.every_steps:
     return None
-  return Validator(config, tokenizer, mesh, rewards(), prompt_fn, console=config.logging.console)
+  return Validator(config, tokenizer, mesh, rewards(), prompt_fn, console=config.logging.console,
+                   tool=tool)
 
 
 class Validator:
@@ -88,10 +89,11 @@ class Validator:
     rewards: [(name, weight, RewardFn)] of the run's last stage (logged as eval/reward).
     prompt_fn: Example -> prompt text (None = the recipe's, as training renders it).
     console: show the evaluation's progress bar.
+    tool: what the policy calls when rollout.max_turns > 1 (the Trainer's).
   """
 
   def __init__(self, config: ml_collections.ConfigDict, tokenizer, mesh, rewards,
-               prompt_fn: Optional[Callable[[Any], str]] = None, console: bool = True):
+               prompt_fn: Optional[Callable[[Any], str]] = None, console: bool = True, tool=None):
     check_config(config)
     self.every = int(config.evals.every_steps)
     self.settings = harness.EvalSettings.from_config(config)
@@ -99,7 +101,7 @@ class Validator:
                                     [st.data for st in config.stages])
     harness.check_examples(self.examples, self.settings, rewards)
     self.tokenizer, self.mesh, self.rewards = tokenizer, mesh, rewards
-    self.prompt_fn, self.console = prompt_fn, console
+    self.prompt_fn, self.console, self.tool = prompt_fn, console, tool
     self._options: Optional[dict] = None  # judges and BERTScore encoder: built at the first run
     self.metric, self.mode = config.checkpoint.best_metric, config.checkpoint.best_mode
     self.best_value: Optional[float] = None
@@ -130,7 +132,7 @@ class Validator:
     result = harness.evaluate_model(policy, self.tokenizer, self.examples, self.settings,
                                     rewards=self.rewards, mesh=self.mesh, name=f"step {step}",
                                     progress=self.console, options=self.options(),
-                                    prompt_fn=self.prompt_fn)
+                                    prompt_fn=self.prompt_fn, tool=self.tool)
     return {f"eval/{k}": v for k, v in result.metrics.items()}
 
   def improves(self, value: float) -> bool:

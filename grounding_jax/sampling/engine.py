@@ -186,6 +186,22 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
                                                         (0,) * big.ndim), cache, prompt_cache))
     kv_mask = jnp.concatenate([prompt_mask.astype(bool), jnp.ones((n, s - first_slot), bool)], 1)
   ln = s - first_slot  # generation slots
+  return _sample_loop(model, config, cache, jnp.repeat(prompt_logits, g, axis=0), first_slot,
+                      prompt_len, kv_mask, prefix, active, key, temperature, top_p, max_new_tokens,
+                      eos_ids, stop_tables, ln)
+
+
+def _sample_loop(model, config: DecodeConfig, cache, logits, first_slot, prompt_len, kv_mask, prefix,
+                 active, key, temperature, top_p, max_new_tokens, eos_ids, stop_tables, ln,
+                 row_limit=None):
+  """The decode loop shared by `_decode` and `_continue`: token t of row r is selected from the
+  carried logits, written to cache slot first_slot + t, at RoPE position prompt_len[r] + t.
+
+  first_slot: an int (every row's slots line up) or int32[N] (a slot per row, multi-turn);
+  row_limit: None, or int32[N] each row's own token limit (<= max_new_tokens).
+  Returns (tokens, logprobs [N, ln], lengths, stopped, steps, cache) as `_decode`.
+  """
+  n = logits.shape[0]
   row_keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(n))
 
   def select(logits, t):
@@ -205,7 +221,10 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
       hit = hit | stop_hit
       tail = jnp.where(alive[:, None], new_tail, tail)
     stopped = stopped | (alive & hit)
-    return (done | stopped, stopped, out_tokens, out_logprobs, lengths, tail)
+    done = done | stopped
+    if row_limit is not None:  # a row whose budget is spent ends, truncated
+      done = done | (lengths >= row_limit)
+    return (done, stopped, out_tokens, out_logprobs, lengths, tail)
 
   tail = (stopping.initial_tail(n, stop_tables) if stop_tables is not None
           else jnp.zeros((n, 1), jnp.int16))
@@ -228,13 +247,56 @@ def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_l
                                  kv_mask, prefix)
     return t + 1, _constrain_cache(cache), model.logits(hidden[:, 0]), carry
 
-  logits = jnp.repeat(prompt_logits, g, axis=0)
   t, cache, _, carry = jax.lax.while_loop(cond, body, (jnp.int32(0), cache, logits, carry))
   _, stopped, out_tokens, out_logprobs, lengths, _ = carry
   return out_tokens, out_logprobs, lengths, stopped, t, cache
 
 
 decode = jax.jit(_decode, static_argnums=(0, 1), donate_argnums=(3,))
+
+
+def _continue(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_mask, used,
+              chunk_ids, chunk_len, active, key, temperature, top_p, row_limit, eos_ids, stop_tables):
+  """The next turn of a multi-turn rollout, from the cache `decode` (or `_continue`) returned:
+  each row's inserted tokens (a tool's result) are run at the row's own next slots, as a prefill
+  chunk, then sampling goes on from the chunk's last logits. Nothing decoded before is run again.
+
+  Args:
+    cache, prompt_cache, prompt_mask: as `_decode` (cache donated; no batch-shared prefix).
+    used: int32[N] completion tokens each row holds so far (its next slot after the prompt).
+    chunk_ids: int32[N, C] each row's inserted tokens, RIGHT-padded (C a bucket: one program per
+      bucket); chunk_len: int32[N] their counts (>= 1 on active rows).
+    active: bool[N] rows that go on (the others' writes land past the cache and are dropped).
+    row_limit: int32[N] each row's new-token budget for this turn.
+    key: this turn's PRNG key (the caller folds in the turn number).
+
+  Returns:
+    (tokens, logprobs [N, Ln], lengths, stopped, steps, cache) of this turn, columns from 0.
+  """
+  _TRACES["continue"] += 1
+  model = nnx.merge(graphdef, state)
+  g = config.num_samples
+  n, s = cache.k[0].shape[_BATCH_AXIS], cache.k[0].shape[_LENGTH_AXIS]
+  prompt_len = jnp.repeat(jnp.sum(prompt_mask, axis=-1), g).astype(jnp.int32)
+  if g > 1:  # the layout of `_decode`: the group's prompt as a prefix, the row's tokens from slot 0
+    prefix, first_slot = (prompt_cache, prompt_mask.astype(bool)), 0
+    kv_mask = jnp.ones((n, s), bool)
+  else:  # the prompt in the row's first slots
+    prefix, first_slot = None, prompt_mask.shape[1]
+    kv_mask = jnp.concatenate([prompt_mask.astype(bool), jnp.ones((n, s - first_slot), bool)], 1)
+  slot = jnp.where(active, first_slot + used, s).astype(jnp.int32)
+  position = prompt_len + used
+  c = chunk_ids.shape[1]
+  hidden, cache = model.decode(chunk_ids, position[:, None] + jnp.arange(c)[None, :], cache, slot,
+                               kv_mask, prefix)
+  last = hidden[jnp.arange(n), jnp.maximum(chunk_len - 1, 0)]
+  steps = jnp.max(jnp.where(active, row_limit, 0))
+  return _sample_loop(model, config, _constrain_cache(cache), model.logits(last), slot + chunk_len,
+                      position + chunk_len, kv_mask, prefix, active, key, temperature, top_p, steps,
+                      eos_ids, stop_tables, s - first_slot, row_limit)
+
+
+continue_decode = jax.jit(_continue, static_argnums=(0, 1), donate_argnums=(3,))
 
 
 class KVCachePool:

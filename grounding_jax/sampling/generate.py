@@ -58,6 +58,9 @@ class Generation:
     completion_mask: bool[N, L] True for the first `lengths` tokens.
     prompt_ids: int32[P, Lp] the left-padded prompts actually run (Lp is the bucketed length).
     prompt_mask: bool[P, Lp] True at real prompt tokens.
+    policy_mask: bool[N, L] True at the tokens the policy sampled, False at tokens a tool inserted
+      (sampling/multiturn.py); None when every completion token is sampled (one turn).
+    tool_calls: [N] each row's executed tool calls in order (multiturn.ToolCall); None for one turn.
   """
   texts: list[str]
   token_ids: np.ndarray
@@ -67,6 +70,8 @@ class Generation:
   completion_mask: np.ndarray
   prompt_ids: np.ndarray
   prompt_mask: np.ndarray
+  policy_mask: np.ndarray | None = None
+  tool_calls: list | None = None
 
 
 _LAST_STATS: dict = {}
@@ -77,6 +82,14 @@ _STATS_LOG_MAX = 4096  # a process that never drains keeps the newest calls only
 def last_stats() -> dict:
   """Timings of the most recent call: prefill_seconds, decode_seconds, decode_steps, batch sizes."""
   return dict(_LAST_STATS)
+
+
+def record_stats(**stats) -> None:
+  """Makes `stats` the most recent call's (last_stats) and logs them (drain_stats)."""
+  _LAST_STATS.clear()
+  _LAST_STATS.update(stats)
+  _STATS_LOG.append(dict(_LAST_STATS))
+  del _STATS_LOG[:-_STATS_LOG_MAX]
 
 
 def drain_stats() -> list[dict]:
@@ -323,13 +336,10 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
     tokens, logprobs, lengths, stopped, steps = (  # this host's rows only
         global_to_host_local(x) for x in (tokens, logprobs, lengths, stopped, steps))
     decode_seconds = time.perf_counter() - start
-  _LAST_STATS.clear()
-  _LAST_STATS.update(prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
-                     decode_steps=int(steps), prompt_rows=padded_prompts, rows=n,
-                     prompt_bucket=lp, new_tokens_bucket=ln,
-                     shared_prefix_bucket=0 if split is None else split[0].shape[1])
-  _STATS_LOG.append(dict(_LAST_STATS))
-  del _STATS_LOG[:-_STATS_LOG_MAX]
+  record_stats(prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
+               decode_steps=int(steps), prompt_rows=padded_prompts, rows=n,
+               prompt_bucket=lp, new_tokens_bucket=ln,
+               shared_prefix_bucket=0 if split is None else split[0].shape[1])
 
   rows, width = num_prompts * g, int(max_new_tokens)
   tokens = np.array(tokens[:rows, :width])

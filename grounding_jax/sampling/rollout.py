@@ -14,8 +14,9 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from grounding_jax.sampling.generate import generate_ids
+from grounding_jax.sampling.multiturn import generate_turns
 from grounding_jax.sampling.prompts import encode_prompts, tokenize_prompts
+from grounding_jax.sampling.tools import Tool, ToolFormat
 
 OVERLONG_PROMPTS = ("truncate", "drop")  # what happens to prompts over max_prompt_tokens
 
@@ -39,6 +40,9 @@ class SamplingSettings:
                               # config.rollout.overlong_prompts="drop", never reach the sampler)
   shared_prefix_min_tokens: int = 0  # G = 1: a batch's common prompt prefix of at least this many
                                      # tokens is prefilled once (generate_ids); 0 = off
+  max_turns: int = 1  # generation segments; > 1: the policy may call `tool` (sampling/multiturn.py)
+  tool: Tool | None = dataclasses.field(default=None, compare=False)  # needed when max_turns > 1
+  tool_format: ToolFormat = ToolFormat()  # the recipe's call and result tags
 
 
 @dataclasses.dataclass
@@ -51,6 +55,8 @@ class Rollout:
     completion_ids, completion_mask, sampler_logp: [N, L], N = P * group_size.
     lengths: int32 [N]; truncated: bool [N]; texts: [N].
     group_size: G.
+    policy_mask: bool [N, L], False at tokens a tool inserted (multi-turn); None: all sampled.
+    tool_calls: [N] each row's executed calls (multiturn.ToolCall); None for one turn.
   """
   examples: list
   prompt_ids: np.ndarray
@@ -62,10 +68,21 @@ class Rollout:
   truncated: np.ndarray
   texts: list
   group_size: int
+  policy_mask: np.ndarray | None = None
+  tool_calls: list | None = None
 
   @property
   def num_groups(self) -> int:
     return len(self.examples)
+
+  def sampled_mask(self) -> np.ndarray:
+    """bool [N, L]: the completion tokens the policy sampled (the loss's tokens; a tool's inserted
+    tokens are context only)."""
+    return self.completion_mask if self.policy_mask is None else self.completion_mask & self.policy_mask
+
+  def sampled_lengths(self) -> np.ndarray:
+    """int32 [N]: each completion's sampled tokens (what length penalties count)."""
+    return self.lengths if self.policy_mask is None else self.sampled_mask().sum(axis=1).astype(np.int32)
 
   def row_examples(self) -> list:
     """[N] each row's Example (repeated G times), as rewards expect."""
@@ -91,25 +108,28 @@ def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any],
   """Samples `settings.group_size` completions for each example's rendered prompt.
 
   `model` is a Transformer or its (graphdef, state) split (generate_ids). Prompts longer than
-  `settings.max_prompt_tokens` (> 0) lose tokens on the left (VeRL truncation='left').
+  `settings.max_prompt_tokens` (> 0) lose tokens on the left (VeRL truncation='left'). With
+  settings.max_turns > 1 the policy may call settings.tool between turns (multiturn.generate_turns).
   """
   prompts = [prompt_fn(ex) for ex in examples]
   ids, mask = tokenize_prompts(tokenizer, prompts)
   limit = settings.max_prompt_tokens
   if limit and ids.shape[1] > limit:
     ids, mask = ids[:, -limit:], mask[:, -limit:]
-  gen = generate_ids(
-      model, ids, mask, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
-      top_p=settings.top_p, top_k=settings.top_k, num_samples=settings.group_size,
-      stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed, mesh=mesh,
-      shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
+  gen = generate_turns(
+      model, ids, mask, tool=settings.tool, tool_format=settings.tool_format,
+      max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
+      temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
+      num_samples=settings.group_size, stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed,
+      mesh=mesh, shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
   return Rollout(examples=list(examples), prompt_ids=np.asarray(gen.prompt_ids, np.int32),
                  prompt_mask=np.asarray(gen.prompt_mask, bool),
                  completion_ids=np.asarray(gen.token_ids, np.int32),
                  completion_mask=np.asarray(gen.completion_mask, bool),
                  sampler_logp=np.asarray(gen.logprobs, np.float32),
                  lengths=np.asarray(gen.lengths, np.int32), truncated=np.asarray(gen.truncated, bool),
-                 texts=list(gen.texts), group_size=settings.group_size)
+                 texts=list(gen.texts), group_size=settings.group_size,
+                 policy_mask=gen.policy_mask, tool_calls=gen.tool_calls)
 
 
 def drop_overlong(examples: Sequence[Any], prompt_fn: Callable[[Any], str], tokenizer,
@@ -142,13 +162,17 @@ def concat(rollouts: Sequence[Rollout], pad_id: int = 0) -> Rollout:
     return rollouts[0]
   width = max(r.prompt_ids.shape[1] for r in rollouts)
   cat = lambda name: np.concatenate([getattr(r, name) for r in rollouts])
+  turns = any(r.policy_mask is not None for r in rollouts)
   return Rollout(
       examples=[e for r in rollouts for e in r.examples],
       prompt_ids=np.concatenate([_left_pad(r.prompt_ids, width, pad_id) for r in rollouts]),
       prompt_mask=np.concatenate([_left_pad(r.prompt_mask, width, False) for r in rollouts]),
       completion_ids=cat("completion_ids"), completion_mask=cat("completion_mask"),
       sampler_logp=cat("sampler_logp"), lengths=cat("lengths"), truncated=cat("truncated"),
-      texts=[t for r in rollouts for t in r.texts], group_size=rollouts[0].group_size)
+      texts=[t for r in rollouts for t in r.texts], group_size=rollouts[0].group_size,
+      policy_mask=np.concatenate([r.sampled_mask() for r in rollouts]) if turns else None,
+      tool_calls=[c for r in rollouts for c in (r.tool_calls or [[]] * len(r.texts))]
+      if turns else None)
 
 
 def take_groups(r: Rollout, groups: Sequence[int]) -> Rollout:
@@ -159,4 +183,6 @@ def take_groups(r: Rollout, groups: Sequence[int]) -> Rollout:
                  prompt_mask=r.prompt_mask[groups], completion_ids=r.completion_ids[rows],
                  completion_mask=r.completion_mask[rows], sampler_logp=r.sampler_logp[rows],
                  lengths=r.lengths[rows], truncated=r.truncated[rows],
-                 texts=[r.texts[i] for i in rows], group_size=r.group_size)
+                 texts=[r.texts[i] for i in rows], group_size=r.group_size,
+                 policy_mask=None if r.policy_mask is None else r.policy_mask[rows],
+                 tool_calls=None if r.tool_calls is None else [r.tool_calls[i] for i in rows])

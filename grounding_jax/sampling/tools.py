@@ -36,10 +36,11 @@ class ToolFormat:
   call_close: str = "</search>"
   result_open: str = "<information>"
   result_close: str = "</information>"
+  separator: str = "\n\n"  # around the result (Search-R1 puts blank lines around it)
 
   def wrap(self, result: ToolResult) -> str:
-    """The text inserted into the context after a call (Search-R1 puts blank lines around it)."""
-    return f"\n\n{self.result_open}{result.text}{self.result_close}\n\n"
+    """The text inserted into the context after a call."""
+    return f"{self.separator}{self.result_open}{result.text}{self.result_close}{self.separator}"
 
   def query(self, text: str) -> str | None:
     """The query of the last call in `text` if `text` ends with a closed call, else None."""

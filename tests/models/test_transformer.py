@@ -157,6 +157,20 @@ def test_write_cache_equals_dynamic_update_slice(dtype):
   np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_write_cache_rows_writes_each_rows_slots_and_drops_past_the_end(dtype):
+  """A first slot per row (multi-turn continuation): row b's slots [start_b, start_b + T) get its
+  keys/values, as a per-row dynamic_update_slice would, and slots at or past S are dropped."""
+  from grounding_jax.models import layers  # pylint: disable=g-import-not-at-top
+  cache = jax.random.normal(jax.random.key(0), (3, 2, 6, 4)).astype(dtype)  # [B, H, S, D]
+  new = jax.random.normal(jax.random.key(1), (3, 2, 3, 4), jnp.float32)   # T = 3
+  got = np.asarray(jax.jit(layers.write_cache_rows)(cache, new, jnp.array([0, 2, 5])), np.float32)
+  want = np.asarray(cache, np.float32).copy()
+  new = np.asarray(new.astype(dtype), np.float32)
+  want[0, :, 0:3], want[1, :, 2:5], want[2, :, 5:6] = new[0], new[1], new[2, :, :1]
+  np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("family,query_chunk", [("llama", None), ("qwen2", None), ("qwen3", None),
                                                ("llama", 5)])  # chunks: prefix 2 x 5, packed 4 x 4
 def test_shared_prefix_forward_matches_transformers_per_row(tiny_checkpoint, family, query_chunk):

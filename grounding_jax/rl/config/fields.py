@@ -156,7 +156,12 @@ ROLLOUT = (
     Field("rollout.group_size", 8, int, "G completions per prompt (TRL default 8; ARENA 7)", lo=2,
           why="GRPO's baseline is the group mean: a group of one has advantage 0 in every "
               "advantage option, so nothing trains"),
-    Field("rollout.max_new_tokens", 256, int, "completion token limit", lo=1),
+    Field("rollout.max_new_tokens", 256, int, "completion token limit (with max_turns > 1: the "
+          "policy's and the tool's inserted tokens together)", lo=1),
+    Field("rollout.max_turns", 1, int, "generation segments per completion; > 1: the policy may "
+          "call the run's tool (a retriever) up to max_turns − 1 times, its results inserted and "
+          "masked out of the loss (sampling/multiturn.py)", lo=1,
+          why="1 = one segment, no tool calls"),
     Field("rollout.temperature", 1.0, float, "sampling temperature; the trainer's log-probs use it "
           "too (loss.logprob_temperature)", lo=0, lo_open=True,
           why="the trainer's log-probs are of logits / temperature; 0 would be greedy, and a "
