@@ -42,6 +42,7 @@ from ml_collections import config_flags
 from grounding_jax import models
 from grounding_jax import parallel
 from grounding_jax import sampling
+from grounding_jax import tools as retrievers
 from grounding_jax.data import splits
 from grounding_jax.eval import curves
 from grounding_jax.eval import from_config
@@ -138,6 +139,9 @@ def execute(plan: Plan):
   compute = models.DTYPES[config.model.compute_dtype]
   attention = config.model.get("attention")  # the attention kernel (models/attention.py)
   options = settings.evaluate_options()  # judges are built once, on first use, for every model
+  # rollout.max_turns > 1: the policy searches (config.search: the retriever and its corpus)
+  tool = (retrievers.from_config(config.search, data_spec=config.stages[0].data)
+          if config.rollout.max_turns > 1 else None)
   reader = None
   if plan.reader is not None:
     loaded = model_ref.load(plan.reader, compute_dtype=compute, mesh=mesh,
@@ -149,7 +153,7 @@ def execute(plan: Plan):
     loaded = model_ref.load(ref, compute_dtype=compute, mesh=mesh, attention_implementation=attention)
     results.append(harness.evaluate_model(loaded.model, loaded.tokenizer, plan.examples, settings,
                                           rewards=plan.rewards, mesh=mesh, reader=reader, name=name,
-                                          options=options))
+                                          options=options, tool=tool))
     del loaded
     sampling.release_kv_cache()
     logging.info("evaluated %s in %.1f s", name, time.perf_counter() - t0)

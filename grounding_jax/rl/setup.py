@@ -17,6 +17,7 @@ from grounding_jax import models
 from grounding_jax import optim
 from grounding_jax import parallel
 from grounding_jax import recipes
+from grounding_jax import tools as retrievers
 from grounding_jax.data import contrast
 from grounding_jax.data import splits
 from grounding_jax.eval import from_config
@@ -179,6 +180,14 @@ def evidence_contrast(st: ml_collections.ConfigDict, examples: Sequence[Any], se
   return questions, collect.EvidenceContrast(names, contrast.distractor_pool(examples), seed)
 
 
+def build_tool(config: ml_collections.ConfigDict):
+  """The tool `config.search` describes (grounding_jax/tools) when a stage samples several turns,
+  else None (a single-turn run builds no corpus)."""
+  if all(stage_config(config, spec).rollout.max_turns <= 1 for spec in config.stages):
+    return None
+  return retrievers.from_config(config.search, data_spec=config.stages[0].data)
+
+
 def check_tool(config: ml_collections.ConfigDict, tool) -> None:
   """Raises before anything loads when a stage samples several turns (rollout.max_turns > 1) and
   no tool was given for the policy to call."""
@@ -188,8 +197,8 @@ def check_tool(config: ml_collections.ConfigDict, tool) -> None:
     turns = stage_config(config, spec).rollout.max_turns
     if turns > 1:
       raise ValueError(f"stage {spec.name!r}: rollout.max_turns={turns} > 1 needs a tool for the "
-                       "policy to call: pass Trainer(tool=...) (e.g. a retriever over the corpus) "
-                       "or set rollout.max_turns=1.")
+                       "policy to call: set search.retriever (e.g. 'bm25' with search.corpus), pass "
+                       "Trainer(tool=...), or set rollout.max_turns=1.")
 
 
 def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe,

@@ -58,6 +58,7 @@ class Trainer:
     self.config = config
     setup.check_config(config, read_data=datasets is None, need_model_path=model is None)
     validate.check_config(config)  # the validator itself is built on first use (`validator`)
+    tool = tool if tool is not None else setup.build_tool(config)
     setup.check_tool(config, tool)
     self.mesh = setup.run_mesh(config)
     self.hosts = host_batch.HostBatches(self.mesh)

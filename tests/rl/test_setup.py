@@ -14,3 +14,18 @@ def test_model_attention_reaches_the_loaded_policy(tiny_smollm2_dir, tmp_path, a
   model, tokenizer = setup.load_policy(c, mesh=None)
   assert model.config.attention_implementation == attention
   assert tokenizer is not None
+
+
+def test_build_tool_only_when_a_stage_samples_several_turns(tmp_path):
+  from grounding_jax.tools import retriever
+  c = toy_task.toy_config(tmp_path, steps=1)
+  assert setup.build_tool(c) is None  # one turn: no corpus is built
+  c.rollout.max_turns = 3
+  c.search.retriever, c.search.corpus = "bm25", "synthetic"
+  c.stages[0].data.update(dict(kind="synthetic", path="", num_examples=8, seed=3,
+                               answerable_ratio=0.5, withheld_share=0.5, num_countries=24))
+  tool = setup.build_tool(c)
+  assert isinstance(tool, retriever.RetrieverTool)
+  example = next(e for e in setup.load_stage_examples(c.stages[0].data) if e.answerable)
+  gold = {example.passages[i - 1].id for i in example.gold_passage_ids}
+  assert gold & set(tool([example.question])[0].doc_ids)  # ids the search metrics compare
