@@ -385,10 +385,12 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
                                                    r.per_example["reward"], **kw)
     entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
                                              selective.summary, **kw))
-    entry.update(bootstrap.paired_bootstraps(_answer_columns(first), _answer_columns(r),
-                                             metrics_lib.answer_summary, **kw))
-    entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
-                                             _sides, **kw))
+    subsets = {**bootstrap.paired_bootstraps(_answer_columns(first), _answer_columns(r),
+                                             metrics_lib.answer_summary, **kw),
+               **bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
+                                             _sides, **kw)}
+    # Only where the questions have the subset (no unanswerable items: no abstention side).
+    entry.update({k: v for k, v in subsets.items() if not np.isnan(v.difference)})
     out.append(entry)
   return out
 

@@ -93,12 +93,18 @@ def test_runlocal_trains_then_evaluate_writes_the_table(name, tiny_smollm2_dir, 
     assert column in summary["columns"] and f"{column}" in results[1].metrics
   selective = ("coverage", "selective_accuracy", "aurc", "balanced_accuracy")
   assert summary["selective_columns"] == list(selective)
-  assert {(b["model"], b["metric"]) for b in summary["bootstrap"]} == {
-      (r.name, m) for r in results[1:] for m in (summary["headline_metric"], "reward", *selective)}
+  # Each later model against the first: the headline, the reward and the selective metrics always;
+  # answer EM / F1 and the two answerability sides where the recipe's rows have them.
+  pairs = {(b["model"], b["metric"]) for b in summary["bootstrap"]}
+  required = {(r.name, m) for r in results[1:] for m in (summary["headline_metric"], "reward", *selective)}
+  optional = {(r.name, m) for r in results[1:] for m in ("answer_em", "answer_f1", "accuracy_answerable",
+                                                         "abstention_unanswerable")}
+  assert required <= pairs <= required | optional, pairs - required
   for r in results:  # every row has them; the curve ends at full coverage
     assert set(selective) <= set(r.metrics) and 0 <= r.metrics["coverage"] <= 100
     assert summary["risk_coverage"][r.name]["coverage"][-1] == 100.0
-  assert all(b["low"] <= b["difference"] <= b["high"] for b in summary["bootstrap"])
+  bad = [b for b in summary["bootstrap"] if not b["low"] <= b["difference"] <= b["high"]]
+  assert not bad, bad
   k = c.evals.decoding.num_samples
   if k > 1:
     assert {f"pass@{k}", f"maj@{k}"} <= set(summary["columns"])
