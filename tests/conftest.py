@@ -11,8 +11,15 @@ Fixtures here are used across the suite:
 
 import os
 
+# XLA:CPU spends most of a compile in LLVM's optimisation passes, and the suite is hundreds of compiles
+# of tiny programs that then run for milliseconds: at optimisation level 0 the same programs compute
+# the same values (every tolerance and golden recording holds) for less CPU. Subprocesses the tests
+# start add these flags to their own device count; set GROUNDING_JAX_TEST_XLA_FLAGS="" to test with
+# XLA's default (what users compile with).
+TEST_XLA_FLAGS = os.environ.setdefault("GROUNDING_JAX_TEST_XLA_FLAGS",
+                                       "--xla_backend_optimization_level=0")
 # Must run before jax is imported anywhere: sharding tests need 8 devices; everything else uses device 0.
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -38,7 +38,8 @@ def _flags(model_dir, workdir):
 
 
 def _env(base, devices):
-  return {**base, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+  flags = f"--xla_force_host_platform_device_count={devices} "
+  return {**base, "XLA_FLAGS": flags + base.get("GROUNDING_JAX_TEST_XLA_FLAGS", ""),
           "JAX_PLATFORMS": "cpu"}
 
 

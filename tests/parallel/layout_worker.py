@@ -8,7 +8,8 @@ does on a TPU slice or under SLURM, and prints what jax then sees as one JSON li
 import json
 import os
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=2 "
+                           + os.environ.get("GROUNDING_JAX_TEST_XLA_FLAGS", ""))
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402

@@ -13,7 +13,8 @@ import time
 _START = time.monotonic()
 
 if __name__ == "__main__":  # only as a worker: the test imports padded_batch from here too
-  os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+  os.environ["XLA_FLAGS"] = ("--xla_force_host_platform_device_count=4 "
+                             + os.environ.get("GROUNDING_JAX_TEST_XLA_FLAGS", ""))
   os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402

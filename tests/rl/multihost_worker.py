@@ -16,7 +16,8 @@ import time
 _START = time.monotonic()
 
 if __name__ == "__main__":  # only as a worker: the test imports run() from here too
-  os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // int(sys.argv[2])}"
+  os.environ["XLA_FLAGS"] = (f"--xla_force_host_platform_device_count={8 // int(sys.argv[2])} "
+                             + os.environ.get("GROUNDING_JAX_TEST_XLA_FLAGS", ""))
   os.environ["JAX_PLATFORMS"] = "cpu"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
