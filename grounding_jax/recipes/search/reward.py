@@ -55,20 +55,13 @@ def answer(completion: str) -> str | None:
 
 
 def retrieved(completion: str, fmt: ToolFormat = TOOL_FORMAT) -> list[str]:
-  """The result blocks the tool inserted: each `<information>…</information>` that follows a
-  `</search>` with only whitespace between (what ToolFormat.wrap writes)."""
-  out, pos = [], 0
-  while (i := completion.find(fmt.call_close, pos)) >= 0:
-    pos = j = i + len(fmt.call_close)
-    while j < len(completion) and completion[j].isspace():
-      j += 1
-    if not completion.startswith(fmt.result_open, j):
-      continue
-    end = completion.find(fmt.result_close, j + len(fmt.result_open))
-    if end < 0:
-      break
-    out.append(completion[j + len(fmt.result_open):end])
-    pos = end + len(fmt.result_close)
+  """The texts of the result blocks the tool inserted (`ToolFormat.inserted_spans`: each
+  `<information>…</information>` that follows a `</search>` with only whitespace between)."""
+  out = []
+  for start, end in fmt.inserted_spans(completion):
+    body = completion[start:end]
+    body = body[body.index(fmt.result_open) + len(fmt.result_open):]
+    out.append(body[:body.rindex(fmt.result_close)])
   return out
 
 
