@@ -138,7 +138,8 @@ def attended_lengths(loss_mask: np.ndarray) -> np.ndarray:
 
 
 def nll_sum(model, batch: dict, chunk_size: int) -> tuple[jax.Array, jax.Array]:
-  """(Σ −log p over completion tokens, number of completion tokens) for one micro-batch."""
+  """(Σ −log p over the loss tokens, their number) for one micro-batch; a hole in loss_mask is
+  attended as context (completion_logprobs)."""
   logp, _ = logprobs_lib.completion_logprobs(model, batch["prompt_ids"], batch["prompt_mask"],
                                              batch["completion_ids"], batch["loss_mask"],
                                              chunk_size=chunk_size)
