@@ -67,6 +67,7 @@ def run_peer(c, data: dict[str, np.ndarray]) -> tuple[list[float], float]:
   """(seconds per step, step-1 loss) of transformers + torch AdamW over the trainer's batches."""
   import torch
   import transformers
+  from grounding_jax.sft import trainer
   torch.manual_seed(0)
   model = transformers.AutoModelForCausalLM.from_pretrained(c.model.path, dtype=torch.float32)
   model.gradient_checkpointing_enable()
@@ -75,15 +76,17 @@ def run_peer(c, data: dict[str, np.ndarray]) -> tuple[list[float], float]:
   opt = torch.optim.AdamW(model.parameters(), lr=c.optimizer.learning_rate, weight_decay=0.0)
   n = data["prompt_ids"].shape[0]
   order = np.random.default_rng([c.seed, 0]).permutation(n)  # SFTTrainer's epoch-0 order
+  attended = trainer.attended_lengths(data["loss_mask"])  # a tool's inserted text: context, no loss
   times, first_loss = [], None
   for step in range(_STEPS.value):
     idx = order[step * c.batch_size:(step + 1) * c.batch_size]
     seqs, labels = [], []
     for r in idx:  # each row unpadded: its prompt tokens, then its completion tokens
       prompt = data["prompt_ids"][r][data["prompt_mask"][r]]
-      completion = data["completion_ids"][r][data["loss_mask"][r]]
+      completion = data["completion_ids"][r][:attended[r]]
       seqs.append(np.concatenate([prompt, completion]))
-      labels.append(np.concatenate([np.full(len(prompt), -100), completion]))
+      labels.append(np.concatenate([np.full(len(prompt), -100),
+                                    np.where(data["loss_mask"][r][:attended[r]], completion, -100)]))
     width = max(len(s) for s in seqs)  # padded to the batch's longest row, on the right
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     lab = torch.full((len(seqs), width), -100, dtype=torch.long)
@@ -115,13 +118,14 @@ def main(argv):
   tok = models.load_tokenizer(c.model.path)
   data = trainer.tokenize_pairs(tok, sft_data.render(rows, tok),
                                 max_prompt_tokens=c.data.max_prompt_tokens,
-                                max_completion_tokens=c.data.max_completion_tokens)
+                                max_completion_tokens=c.data.max_completion_tokens,
+                                inserted_spans=[r.inserted_spans for r in rows])
   runs = {}
   runs["ours, shared prefix"] = run_ours(c, rows, c.shared_prefix_min_tokens)
   runs["ours, whole rows"] = run_ours(c, rows, 0)
   if _PEER.value:
     runs["transformers + torch AdamW"] = (*run_peer(c, data), 0)
-  lengths = data["prompt_mask"].sum(1) + data["loss_mask"].sum(1)
+  lengths = data["prompt_mask"].sum(1) + trainer.attended_lengths(data["loss_mask"])
   print(f"\n{len(rows)} rows of {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.0f}); "
         f"shared prefix {runs['ours, shared prefix'][2]} tokens; batches of {c.batch_size}, "
         f"{_STEPS.value} steps, the median of steps 2-{_STEPS.value}")

@@ -27,7 +27,9 @@ from grounding_jax.eval.harness import ModelResult
 LABELS = {"reward": "reward", "accuracy_answerable": "acc. answerable", "answer_em": "EM answerable",
           "answer_f1": "F1 answerable",
           "abstention_unanswerable": "abstain unanswerable", "coverage": "coverage",
-          "selective_accuracy": "sel. acc.", "aurc": "AURC ↓", "balanced_accuracy": "balanced acc."}
+          "selective_accuracy": "sel. acc.", "aurc": "AURC ↓", "balanced_accuracy": "balanced acc.",
+          "search/calls_per_completion": "searches", "search/searching_frac": "searching",
+          "search/gold_recall": "gold recall"}
 
 
 def training_signal(history: Sequence[Mapping[str, Any]], keys: Sequence[str]
@@ -43,11 +45,14 @@ def training_signal(history: Sequence[Mapping[str, Any]], keys: Sequence[str]
 
 
 def columns(recipe_name: str, results: Sequence[ModelResult]) -> list[str]:
-  """The table's metric columns: the paper's, then reward, the answerable / unanswerable pair and
-  the k-sample metrics, keeping only those some row has."""
+  """The table's metric columns: the paper's, then reward, the answerable / unanswerable pair, the
+  k-sample metrics and, where the policy called a tool, the sampler's search/ metrics, keeping only
+  those some row has."""
   recipe = recipes.get_recipe(recipe_name)
   extra = ["reward", "accuracy_answerable", "answer_em", "answer_f1", "abstention_unanswerable"]
   extra += sorted({k for r in results for k in r.metrics if k.startswith(("pass@", "maj@"))})
+  # A multi-turn evaluation's sampler metrics (harness row, sampling/multiturn.tool_metrics).
+  extra += list(dict.fromkeys(k for r in results for k in r.metrics if k.startswith("search/")))
   cols = list(recipe.metric_columns) + extra
   return [c for c in cols if c in recipe.metric_columns or any(c in r.metrics for r in results)]
 
@@ -120,6 +125,11 @@ def markdown(recipe_name: str, results: Sequence[ModelResult],
     notes.append(f"Δ = model − first model on the same questions; interval: paired bootstrap, "
                  f"{any_iv.n_resamples} resamples of the questions, {100 * any_iv.confidence:g} % "
                  "percentile interval.")
+  if any(k.startswith("search/") for k in first):
+    notes.append("searching = share of completions that called the tool at least once; searches = "
+                 "tool calls per completion; gold recall = share of a question's gold passages "
+                 "among the passages its calls retrieved (by passage id; questions with gold "
+                 "passages). From the calls the rollout ran, not from the completion's text.")
   lines += [f"- {note}" for note in notes]
   lines += ["", "## Selective prediction", "", selective_table(results, intervals), "",
             "- coverage = share of items answered (not abstained); sel. acc. = accuracy among the "

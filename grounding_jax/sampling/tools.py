@@ -42,6 +42,28 @@ class ToolFormat:
     """The text inserted into the context after a call."""
     return f"{self.separator}{self.result_open}{result.text}{self.result_close}{self.separator}"
 
+  def inserted_spans(self, text: str) -> list[tuple[int, int]]:
+    """[start, end) character spans of the results `wrap` inserted into `text`: each result block
+    that follows a closed call with only whitespace between, from the end of the call's close tag
+    through the result's close tag and the separator after it (when there). These are the tokens
+    the rollout marks as not the policy's (multiturn.py: policy_mask False) and SFT gives no loss;
+    a result block the policy wrote elsewhere is not one, and an unclosed one ends the search."""
+    spans, pos = [], 0
+    while (i := text.find(self.call_close, pos)) >= 0:
+      start = j = pos = i + len(self.call_close)
+      while j < len(text) and text[j].isspace():
+        j += 1
+      if not text.startswith(self.result_open, j):
+        continue
+      end = text.find(self.result_close, j + len(self.result_open))
+      if end < 0:
+        break
+      pos = end = end + len(self.result_close)
+      if text.startswith(self.separator, end):
+        end += len(self.separator)
+      spans.append((start, end))
+    return spans
+
   def query(self, text: str) -> str | None:
     """The query of the last call in `text` if `text` ends with a closed call, else None."""
     stripped = text.rstrip()

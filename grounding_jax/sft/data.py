@@ -5,7 +5,11 @@ Rows come from `config.data.kind`:
   "recipe"  Examples (the synthetic world, or a JSONL of Examples at `data.path`; `data.source`)
             and a recipe (`data.recipe`): the prompt is the recipe's prompt (`data.template`) as chat
             messages, the target its gold completion (`data.target`, Recipe.gold_completion) — a
-            paper's SFT-baseline target in that recipe's format.
+            paper's SFT-baseline target in that recipe's format. A recipe whose rollout calls a
+            tool (its `tool_format`: the search recipes) writes the tool's results into the target
+            as the rollout inserts them; those spans are the row's `inserted_spans` and carry no
+            loss, as in the rollout (Search-R1 masks retrieved tokens out of the loss,
+            arXiv:2503.09516 §3.1).
 
 A JSONL row is one of
   {"prompt": str, "target": str}
@@ -14,7 +18,7 @@ A JSONL row is one of
 template and its generation prompt, so the target is the assistant's reply. `prompt` is text the model
 sees as is — already rendered, as the RL data layer renders its prompts — unless
 `data.prompt_as_user_turn` wraps it as one user turn of the chat template. The loss falls on the target
-tokens (and the EOS after them) only; see sft/trainer.py.
+tokens (and the EOS after them) only, less any `inserted_spans`; see sft/trainer.py.
 
 Rows are read and checked before any model loads; an error names file:line and the field.
 """
@@ -45,11 +49,14 @@ _ROW_SHAPE = ('each row is {"prompt": str, "target": str} or '
 
 @dataclasses.dataclass(frozen=True)
 class SFTRow:
-  """One training pair: `prompt` text or chat `messages` (exactly one), and the `target` text."""
+  """One training pair: `prompt` text or chat `messages` (exactly one), and the `target` text;
+  `inserted_spans`, [start, end) character spans of `target` that a tool wrote (read, not
+  learned: no loss)."""
   target: str
   prompt: Optional[str] = None
   messages: Optional[tuple[Mapping[str, str], ...]] = None
   where: str = ""  # "file:line", for errors raised after reading
+  inserted_spans: tuple[tuple[int, int], ...] = ()
 
 
 def load_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
@@ -85,8 +92,9 @@ def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
 
 def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
   """One row per Example: `messages` = the recipe's prompt (template data.template), `target` = its
-  gold completion (style data.target). With data.answerable_only, Examples whose context lacks the
-  answer (`answerable` False) give no row.
+  gold completion (style data.target), with the results of the recipe's tool calls as
+  `inserted_spans` (`ToolFormat.inserted_spans`; none for a recipe without a `tool_format`). With
+  data.answerable_only, Examples whose context lacks the answer (`answerable` False) give no row.
 
   Raises:
     ValueError: an unknown recipe, template or target style, no Examples, or an Example the target
@@ -101,6 +109,7 @@ def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
     examples = [ex for ex in examples if ex.answerable is not False]
   if not examples:
     raise ValueError(f"{source}: no Examples to build SFT rows from")
+  tool_format = getattr(recipe, "tool_format", None)
   rows = []
   for i, ex in enumerate(examples):
     where = f"{source} example {i + 1} (id={ex.id!r})"
@@ -109,7 +118,9 @@ def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
       messages = recipe.messages(ex, template=data.template)
     except (ValueError, TypeError, NotImplementedError) as e:
       raise ValueError(f"{where}: {e}") from None
-    rows.append(SFTRow(target=target, messages=tuple(dict(m) for m in messages), where=where))
+    spans = tuple(tool_format.inserted_spans(target)) if tool_format is not None else ()
+    rows.append(SFTRow(target=target, messages=tuple(dict(m) for m in messages), where=where,
+                       inserted_spans=spans))
   return rows
 
 
@@ -198,3 +209,23 @@ def render(rows: Sequence[SFTRow], tokenizer, *, prompt_as_user_turn: bool = Fal
       prompt = r.prompt
     pairs.append((prompt, r.target))
   return pairs
+
+
+def target_tokens(tokenizer, target: str, spans: Sequence[tuple[int, int]] = ()
+                  ) -> tuple[list[int], list[bool]]:
+  """(token ids, carries loss) of a target: tokenised whole without spans, else piece by piece,
+  False on the pieces inside `spans` (sorted, disjoint [start, end) character spans)."""
+  if not spans:
+    ids = tokenizer.encode(target, add_special_tokens=False)
+    return ids, [True] * len(ids)
+  ids, loss, pos = [], [], 0
+  for start, end in [*spans, (len(target), len(target))]:
+    if not pos <= start <= end <= len(target):
+      raise ValueError(f"inserted span ({start}, {end}) of a {len(target)}-character target is out "
+                       f"of order or range (after {pos}); spans are sorted, disjoint [start, end)")
+    for piece, trains in ((target[pos:start], True), (target[start:end], False)):
+      piece_ids = tokenizer.encode(piece, add_special_tokens=False) if piece else []
+      ids += piece_ids
+      loss += [trains] * len(piece_ids)
+    pos = end
+  return ids, loss

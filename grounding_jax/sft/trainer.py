@@ -6,7 +6,10 @@ Shares the model, log-prob kernel, optimizer, checkpoint and metrics code with t
     history = trainer.train()           # resumes from <workdir>/checkpoints; metrics in <workdir>/logs
 
 Loss = Σ −log p(completion token) / Σ completion tokens over each mini-batch (token mean, as TRL's
-SFTTrainer with completion-only loss); prompts are context only. Micro-batches accumulate exactly.
+SFTTrainer with completion-only loss); prompts are context only, and so are the spans of a target
+that a tool wrote (a row's `inserted_spans`: the search results in a gold search trace), which
+stay in the sequence with no loss, as the rollout masks them (`loss_mask` holes, the RL update's
+convention). Micro-batches accumulate exactly.
 When every prompt begins with the same instructions (a recipe's rows), each micro-batch runs them
 once and packs its rows' remaining tokens after them (`pack_micro_batches`, config
 shared_prefix_min_tokens): the same loss, fewer tokens.
@@ -93,28 +96,50 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_tokens: int,
-                   max_completion_tokens: int) -> dict[str, np.ndarray]:
-  """Left-padded prompts [N, Lp] and right-padded completions (+ EOS) [N, Lc] with masks."""
+                   max_completion_tokens: int,
+                   inserted_spans: Optional[Sequence[Sequence[tuple[int, int]]]] = None
+                   ) -> dict[str, np.ndarray]:
+  """Left-padded prompts [N, Lp] and right-padded completions (+ EOS) [N, Lc] with masks.
+
+  loss_mask [N, Lc] is True at the completion tokens that carry loss: every target token and the
+  EOS, except those of the row's `inserted_spans` ([start, end) characters of its target that a
+  tool wrote; SFTRow.inserted_spans). A target with spans is tokenised piece by piece at their
+  edges, as the rollout tokenises each inserted result alone (sampling/multiturn.py), so no token
+  straddles an edge; the holes stay attended (models/logprobs.completion_logprobs).
+  """
   prompts = [p for p, _ in pairs]
   prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, prompts)
   if prompt_ids.shape[1] > max_prompt_tokens:
     prompt_ids, prompt_mask = prompt_ids[:, -max_prompt_tokens:], prompt_mask[:, -max_prompt_tokens:]
   eos = tokenizer.eos_token_id
-  comps = [tokenizer.encode(c, add_special_tokens=False) + ([eos] if eos is not None else [])
-           for _, c in pairs]
-  width = min(max(len(c) for c in comps), max_completion_tokens)
+  spans = [()] * len(pairs) if inserted_spans is None else list(inserted_spans)
+  if len(spans) != len(pairs):
+    raise ValueError(f"inserted_spans has {len(spans)} rows for {len(pairs)} pairs")
+  comps = []
+  for (_, target), row_spans in zip(pairs, spans):
+    tokens, loss = sft_data.target_tokens(tokenizer, target, row_spans)
+    comps.append((tokens + ([eos] if eos is not None else []), loss + [True] * (eos is not None)))
+  width = min(max(len(c) for c, _ in comps), max_completion_tokens)
   pad = tokenizer.pad_token_id or 0
   ids = np.full((len(comps), width), pad, np.int32)
   mask = np.zeros((len(comps), width), bool)
-  for i, c in enumerate(comps):
-    c = c[:width]
+  for i, (c, loss) in enumerate(comps):
+    c, loss = c[:width], loss[:width]
     ids[i, :len(c)] = c
-    mask[i, :len(c)] = True
+    mask[i, :len(c)] = loss
   return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=ids, loss_mask=mask)
 
 
+def attended_lengths(loss_mask: np.ndarray) -> np.ndarray:
+  """int [N]: each row's completion tokens up to its last loss token, the ones a forward pass runs
+  (completion_logprobs attends a hole in the loss mask and drops what follows the last token)."""
+  mask = np.asarray(loss_mask, bool)
+  return np.where(mask.any(axis=1), mask.shape[1] - np.argmax(mask[:, ::-1], axis=1), 0)
+
+
 def nll_sum(model, batch: dict, chunk_size: int) -> tuple[jax.Array, jax.Array]:
-  """(Σ −log p over completion tokens, number of completion tokens) for one micro-batch."""
+  """(Σ −log p over the loss tokens, their number) for one micro-batch; a hole in loss_mask is
+  attended as context (completion_logprobs)."""
   logp, _ = logprobs_lib.completion_logprobs(model, batch["prompt_ids"], batch["prompt_mask"],
                                              batch["completion_ids"], batch["loss_mask"],
                                              chunk_size=chunk_size)
@@ -147,7 +172,7 @@ def packing_pays(model_config, data: dict[str, np.ndarray], prefix_len: int, row
                    + 3 * c.hidden_size * c.intermediate_size)
   per_pair = 4 * c.num_heads * c.head_dim
   whole = data["prompt_ids"].shape[1] + data["completion_ids"].shape[1]
-  rest = data["prompt_mask"].sum(axis=1) - prefix_len + data["loss_mask"].sum(axis=1)
+  rest = data["prompt_mask"].sum(axis=1) - prefix_len + attended_lengths(data["loss_mask"])
   packed = rows * float(np.mean(rest))
   cost_whole = rows * whole * (per_token + whole * per_pair)
   cost_packed = (prefix_len + packed) * per_token + packed * (prefix_len + packed) * per_pair
@@ -163,35 +188,41 @@ def pack_micro_batches(data: dict[str, np.ndarray], idx: np.ndarray, micro_batch
   micro-batch holds that prefix once ("prefix_ids") and its rows' remaining prompt tokens and
   completions packed one after another ("ids"; RoPE "positions" continue the prefix; "segment" =
   the row within the micro-batch, −1 at padding), padded to a multiple of `width_multiple` columns
-  (few distinct widths, few compilations). For each completion (loss) token, "source" is the
+  (few distinct widths, few compilations). A completion runs up to its last loss token, holes in
+  the loss mask (a tool's inserted text) included as context. For each loss token, "source" is the
   column of [prefix's last position | packed columns] whose hidden state predicts it,
   "target_ids" the token and "target_mask" True; at least `targets_width` columns of them.
   """
-  def split(r):  # (the row's prompt tokens after the prefix, its completion tokens)
-    return _prompt_tokens(data, r)[prefix_len:], data["completion_ids"][r][data["loss_mask"][r]]
+  lengths = attended_lengths(data["loss_mask"])
+
+  def split(r):  # (the row's prompt tokens after the prefix, its completion tokens, their loss)
+    n = lengths[r]
+    return (_prompt_tokens(data, r)[prefix_len:], data["completion_ids"][r][:n],
+            data["loss_mask"][r][:n])
 
   micro = [[split(r) for r in rows] for rows in np.asarray(idx).reshape(-1, micro_batch_size)]
-  width = max(sum(len(p) + len(c) for p, c in m) for m in micro)
+  width = max(sum(len(p) + len(c) for p, c, _ in m) for m in micro)
   width = -(-width // width_multiple) * width_multiple
-  n_targets = max([targets_width] + [sum(len(c) for _, c in m) for m in micro])
+  n_targets = max([targets_width] + [sum(int(loss.sum()) for _, _, loss in m) for m in micro])
   shape, t_shape = (len(micro), 1, width), (len(micro), 1, n_targets)
   out = {"ids": np.zeros(shape, np.int32), "positions": np.zeros(shape, np.int32),
          "segment": np.full(shape, -1, np.int32), "source": np.zeros(t_shape, np.int32),
          "target_ids": np.zeros(t_shape, np.int32), "target_mask": np.zeros(t_shape, bool)}
   for m, rows in enumerate(micro):
     col = t = 0
-    for i, (prompt, completion) in enumerate(rows):
+    for i, (prompt, completion, loss) in enumerate(rows):
       tokens = np.concatenate([prompt, completion])
       out["ids"][m, 0, col:col + len(tokens)] = tokens
       out["positions"][m, 0, col:col + len(tokens)] = prefix_len + np.arange(len(tokens))
       out["segment"][m, 0, col:col + len(tokens)] = i
       # Packed column j is column j + 1 of [prefix's last position | packed]: a token is predicted
       # by the column before it, a row's first token by the prefix's last position (column 0).
-      cols = col + len(prompt) + np.arange(len(completion))
-      out["source"][m, 0, t:t + len(completion)] = np.where(cols > col, cols, 0)
-      out["target_ids"][m, 0, t:t + len(completion)] = completion
-      out["target_mask"][m, 0, t:t + len(completion)] = True
-      col, t = col + len(tokens), t + len(completion)
+      cols = col + len(prompt) + np.flatnonzero(loss)
+      k = len(cols)
+      out["source"][m, 0, t:t + k] = np.where(cols > col, cols, 0)
+      out["target_ids"][m, 0, t:t + k] = completion[loss]
+      out["target_mask"][m, 0, t:t + k] = True
+      col, t = col + len(tokens), t + k
   prefix = _prompt_tokens(data, idx[0])[:prefix_len]
   out["prefix_ids"] = np.tile(prefix.astype(np.int32), (len(micro), 1, 1))
   return out
@@ -286,7 +317,8 @@ class SFTTrainer:
       model = lora.add_from_config(model, config.model.lora, config.seed)
     self.model, self.tokenizer = model, tokenizer
     self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
-                               max_completion_tokens=config.data.max_completion_tokens)
+                               max_completion_tokens=config.data.max_completion_tokens,
+                               inserted_spans=[r.inserted_spans for r in rows])
     # Prompts sharing enough leading tokens run them once per micro-batch (pack_micro_batches) where
     # that is cheaper, with one width of loss tokens for every step: the most a micro-batch of the
     # longest completions has.

@@ -14,9 +14,10 @@ answers cost −1 (the table in reward.py and docs/recipes/search.md).
 
 Evaluation: EM and F1 (SQuAD normalisation, fractions as Search-R1 reports them), supported EM
 (the grounded variant's headline: a right answer that a retrieved passage states), abstention
-(`I don't know`) overall and on unanswerable questions, accuracy on answerable ones, and the search
-columns: searches per completion, the share of completions that search, and recall of the gold
-passage (a gold passage's text found in the completion's results, on questions that have one).
+(`I don't know`) overall and on unanswerable questions, accuracy on answerable ones. The search
+columns (searches per completion, the share of completions that search, gold-passage recall) are
+the sampler's, from the calls the rollout made (sampling/multiturn.tool_metrics: `search/…` in
+training and evaluation), not re-read from the text here.
 """
 
 from __future__ import annotations
@@ -62,32 +63,24 @@ def _grounded(ex: Example) -> base.Messages:
 
 # ------------------------------------------------------------------------------------------ evaluation
 
-def _gold_passages(ex: Example) -> list[Passage]:
-  return [ex.passages[i - 1] for i in ex.gold_passage_ids if 0 < i <= len(ex.passages)]
-
-
 def evaluate(completions: Sequence[str], examples: Sequence[Example]) -> dict[str, Any]:
-  """EM / F1 (fractions), supported EM (right, and stated in a retrieved passage), abstention, accuracy on answerable and abstention on unanswerable
-  questions, searches per completion, share that search, gold-passage recall; "per_example" holds
-  each column per row (subset columns NaN outside their subset)."""
+  """EM / F1 (fractions), supported EM (right, and stated in a retrieved passage), abstention,
+  accuracy on answerable and abstention on unanswerable questions; "per_example" holds each column
+  per row (subset columns NaN outside their subset). The search columns are the sampler's
+  (module docstring)."""
   base.check_aligned(completions, examples)
   answers = [reward_lib.answer(c) or "" for c in completions]
   scores = text.em_f1(answers, [list(e.answers) for e in examples], normalizer="squad", scale=1.0)
   infos = [reward_lib.retrieved(c) for c in completions]
   abstained = np.array([text.is_abstention(a) for a in answers], np.float64)
   answerable = np.array([e.answerable is not False for e in examples])
-  recall = [any(reward_lib.contains_words("\n".join(info), p.text) for p in _gold_passages(e))
-            if _gold_passages(e) else np.nan for info, e in zip(infos, examples)]
   supported = [em == 1 and e.answerable is not False and reward_lib.contains_words("\n".join(info), a)
                for em, a, info, e in zip(scores["em_per_example"], answers, infos, examples)]
   per = {"em": scores["em_per_example"], "f1": scores["f1_per_example"],
          "supported_em": np.array(supported, np.float64),
          "correct": scores["em_per_example"], "abstained": abstained,
          "accuracy_answerable": base.subset_column(scores["em_per_example"], answerable),
-         "abstain_unanswerable": base.subset_column(abstained, ~answerable),
-         "searches": np.array([len(i) for i in infos], np.float64),
-         "search_rate": np.array([bool(i) for i in infos], np.float64),
-         "gold_recall": np.array(recall, np.float64)}
+         "abstain_unanswerable": base.subset_column(abstained, ~answerable)}
   out: dict[str, Any] = {k: base.column_mean(v) for k, v in per.items() if k != "correct"}
   out.update(per_example=per, answers=answers)
   return out
@@ -155,8 +148,9 @@ class Search(base.Recipe):
   tool_format = reward_lib.TOOL_FORMAT  # the sampler stops at its call_close and inserts results
   eval_decoding = base.Decoding(temperature=0.0, max_new_tokens=512)  # greedy evaluation
   headline_metric = "em"
+  # The search columns follow in evaluation reports: the sampler's search/… (eval/report.py).
   metric_columns = ("em", "f1", "supported_em", "accuracy_answerable", "abstain_unanswerable",
-                    "abstained", "search_rate", "searches", "gold_recall")
+                    "abstained")
   abstention = "<answer> I don't know </answer> (text.is_abstention)"
 
   def parse(self, completion: str) -> dict[str, Any]:

@@ -55,20 +55,13 @@ def answer(completion: str) -> str | None:
 
 
 def retrieved(completion: str, fmt: ToolFormat = TOOL_FORMAT) -> list[str]:
-  """The result blocks the tool inserted: each `<information>…</information>` that follows a
-  `</search>` with only whitespace between (what ToolFormat.wrap writes)."""
-  out, pos = [], 0
-  while (i := completion.find(fmt.call_close, pos)) >= 0:
-    pos = j = i + len(fmt.call_close)
-    while j < len(completion) and completion[j].isspace():
-      j += 1
-    if not completion.startswith(fmt.result_open, j):
-      continue
-    end = completion.find(fmt.result_close, j + len(fmt.result_open))
-    if end < 0:
-      break
-    out.append(completion[j + len(fmt.result_open):end])
-    pos = end + len(fmt.result_close)
+  """The texts of the result blocks the tool inserted (`ToolFormat.inserted_spans`: each
+  `<information>…</information>` that follows a `</search>` with only whitespace between)."""
+  out = []
+  for start, end in fmt.inserted_spans(completion):
+    body = completion[start:end]
+    body = body[body.index(fmt.result_open) + len(fmt.result_open):]
+    out.append(body[:body.rindex(fmt.result_close)])
   return out
 
 
@@ -90,7 +83,8 @@ def _information(extra: dict[str, Any], completions: list[str], name: str) -> li
 
 
 class SearchR1Reward(base.RewardFn):
-  """Search-R1's EM reward, 0 / 1. Components: em, has_answer, searched (≥ 1 tool result)."""
+  """Search-R1's EM reward, 0 / 1. Components: em, has_answer. (Whether and how often a completion
+  searched is the sampler's search/… metrics, from the calls it ran: sampling/multiturn.py.)"""
 
   name = "search"
 
@@ -103,8 +97,8 @@ class SearchR1Reward(base.RewardFn):
     preds = [answer(c) for c in completions]
     em = np.array([is_correct(p, base.require_answers(self.name, i, ex))
                    for i, (p, ex) in enumerate(zip(preds, examples))], np.float64)
-    return {"reward": em, "em": em, "has_answer": np.array([p is not None for p in preds], np.float64),
-            "searched": np.array([bool(retrieved(c)) for c in completions], np.float64)}
+    has_answer = np.array([p is not None for p in preds], np.float64)
+    return {"reward": em, "em": em, "has_answer": has_answer}
 
 
 class GroundedSearchReward(base.RewardFn):
@@ -113,8 +107,8 @@ class GroundedSearchReward(base.RewardFn):
   Options: abstain_reward (+1: `I don't know` where nothing retrieved supports an answer),
   unjustified_abstain_reward (0), unsupported_reward (−1). A caller may pass the tool's inserted
   texts as `information=[str or [str]]` per completion instead of reading them from the completion.
-  Components: one 0/1 column per outcome in GROUNDED_OUTCOMES, "abstain" (every `I don't know`) and
-  "searched".
+  Components: one 0/1 column per outcome in GROUNDED_OUTCOMES and "abstain" (every `I don't
+  know`); how often it searched is the sampler's search/… metrics.
   """
 
   name = "search_grounded"
@@ -160,5 +154,4 @@ class GroundedSearchReward(base.RewardFn):
              "unsupported": self.unsupported_reward, "wrong": -1.0, "no_answer": -1.0}
     comp = {k: np.array([o == k for o in outcomes], np.float64) for k in GROUNDED_OUTCOMES}
     comp["abstain"] = comp["abstain_ok"] + comp["abstain_unjustified"]
-    comp["searched"] = np.array([bool(info) for info in infos], np.float64)
     return {"reward": np.array([value[o] for o in outcomes], np.float64), **comp}

@@ -1,5 +1,6 @@
 """The search recipes: Search-R1's EM reward, the grounded variant's table row by row, which result
-blocks count as retrieved, the evaluator's columns and the gold search traces."""
+blocks count as retrieved, the evaluator's columns (the search columns are the sampler's) and the
+gold search traces."""
 
 import numpy as np
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from grounding_jax import recipes
 from grounding_jax.data import synthetic
 from grounding_jax.data.schema import Example, Passage
+from grounding_jax.eval import harness
+from grounding_jax.eval import report
 from grounding_jax.recipes.search import reward as search_reward
 from grounding_jax.sampling.tools import ToolFormat, ToolResult
 
@@ -37,7 +40,7 @@ def test_search_r1_reward_is_exact_match_of_the_last_answer():
             FOUND, FOUND + answer("I don't know")], [EX] * 5)
   np.testing.assert_array_equal(out["reward"], [1, 1, 0, 0, 0])   # SQuAD normalisation; last block
   np.testing.assert_array_equal(out["has_answer"], [1, 1, 1, 0, 1])
-  np.testing.assert_array_equal(out["searched"], [1, 0, 0, 1, 1])
+  assert set(out) == {"reward", "em", "has_answer"}  # how often it searched: the sampler's search/
   assert fn.reward_range == (0.0, 1.0)
 
 
@@ -90,11 +93,20 @@ def test_evaluator_columns():
   result = recipe.evaluate(completions, [EX, UNANS, EX, EX])
   assert result["em"] == 0.5 and result["accuracy_answerable"] == pytest.approx(2 / 3)
   assert result["abstain_unanswerable"] == 1.0 and result["abstained"] == 0.25
-  assert result["searches"] == 1.0 and result["search_rate"] == 0.75
-  assert result["gold_recall"] == pytest.approx(2 / 3)   # the gold passage in 2 of 3 answerable rows
+  assert result["supported_em"] == 0.5  # rows 0 and 3: right, and a retrieved passage states it
   per = result["per_example"]
   assert recipe.aggregate(per) == {k: result[k] for k in recipe.metric_columns}
-  assert np.isnan(per["gold_recall"][1]) and result["answers"][1] == "I don't know"
+  assert result["answers"][1] == "I don't know"
+  # One source for the search columns: the sampler's, from the calls the rollout ran
+  # (sampling/multiturn.tool_metrics); the report shows them after the recipe's own.
+  assert not {"searches", "search_rate", "gold_recall"} & (set(result) | set(per))
+  sampler = {"search/calls_per_completion": 1.0, "search/searching_frac": 0.75,
+             "search/gold_recall": 0.5}
+  row = harness.ModelResult("m", {k: result[k] for k in recipe.metric_columns} | sampler, per, [],
+                            1, [])
+  assert report.columns("search_grounded", [row])[-3:] == list(sampler)
+  assert "gold recall = share of a question's gold passages" in report.markdown(
+      "search_grounded", [row], [{}], {})
 
 
 def test_gold_traces_search_each_hop_then_answer():
