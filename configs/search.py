@@ -64,8 +64,8 @@ def get_config(arg=None):
   c.evals.update(dict(every_steps=0, num_examples=0))
   c.evals.data.update(dict(kind="jsonl", path=""))
   if "runlocal" in args:
-    # Gold traces (SmolLM2 tokens, the inserted results included): 184 on average, 331 at most
-    # (two hops, two result blocks).
+    # Gold traces (SmolLM2 tokens, the inserted results included, tokenised at their edges as SFT
+    # does): 182 on average, 343 at most (two hops, two result blocks).
     presets.runlocal(c, max_new_tokens=384)
     _set_max_turns(c, RUNLOCAL_TURNS)
     c.search.update(dict(retriever="bm25", corpus="synthetic", url=""))
