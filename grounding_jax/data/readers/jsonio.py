@@ -3,7 +3,8 @@
 Official dataset files come as a JSON array (HotpotQA, 2Wiki, ALCE, DPR results), a JSON object keyed
 by id (QASPER), or JSONL (MuSiQue, CRAG), optionally compressed. `iter_records` yields one record at a
 time from any of these with the line it starts on, so a reader can name "file:line" in its errors
-without holding a multi-GB file's parsed tree in memory.
+without holding a multi-GB file's parsed tree in memory. `jsonl_rows` is the JSONL line loop under it,
+which data/jsonl.py (Examples) and tools/corpus.py (passages) read through as well.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None) -> Iterator
       except json.JSONDecodeError as e:
         where = f"{path}:{line_no}"
         raise DataError(f"{where}: field '<row>': invalid JSON ({e.msg} at column {e.colno})\n"
-                        f"{where}: not JSON: {line.strip():.80}; each line must be one JSON object"
+                        f"{where}: not JSON: {line.strip()[:80]!r}; each line must be one JSON object"
                         ) from e
       yield line_no, value
       n += 1
