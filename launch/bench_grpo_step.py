@@ -43,7 +43,7 @@ tokenizer of --tokenizer_dir; ours runs on jax's default device, TRL on cuda whe
 The device's ceilings are measured first (perf.measure_ceilings: a large copy's bandwidth, a large
 matmul's FLOP/s in --dtype), and each step's update is printed as MFU of that measured rate and of
 the datasheet's bf16 peak (perf.PEAK_FLOPS). A last line "RESULT {json}" carries the figures for
-launch/bench_suite.py.
+launch/bench_suite.py. TRL's side of the comparison is launch/bench_grpo_trl.py.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ import time
 from absl import app
 from absl import flags
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_grpo_trl  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _TRL = flags.DEFINE_bool("trl", True, "Also time TRL's GRPOTrainer (torch; cuda when there is one).")
 _OURS = flags.DEFINE_bool("ours", True, "Time grounding_jax (false: TRL alone, e.g. in its own "
@@ -153,6 +156,14 @@ def _config(model_dir, workdir: str, num_steps: int):
   c.checkpoint.every_steps = _STEPS.value  # the last timed step saves, for the resumed run
   c.logging.console = False
   return c
+
+
+def _workload() -> bench_grpo_trl.Workload:
+  """The flags TRL's side of the comparison reads (launch/bench_grpo_trl.py)."""
+  return bench_grpo_trl.Workload(
+      recipe=_RECIPE.value, prompts=_PROMPTS.value, group_size=_GROUP.value,
+      max_new_tokens=_NEW_TOKENS.value, micro_batch_size=_MICRO.value, steps=_STEPS.value,
+      remat=_REMAT.value, dtype=_DTYPE.value)
 
 
 def _load(model_dir):
@@ -282,56 +293,6 @@ def update_memory(model_dir, tok, texts):
         f"target <= 40%)")
 
 
-def run_trl(model_dir, tok, examples, texts):
-  import datasets
-  import torch
-  import transformers
-  import trl
-  from grounding_jax import models
-  from grounding_jax.models import shapes
-  from grounding_jax.recipes import get_reward
-  torch.manual_seed(0)
-  recipe_reward = get_reward(_RECIPE.value)
-  by_prompt = dict(zip(texts, examples))
-
-  def reward(prompts, completions, **kw):
-    return list(recipe_reward(completions, [by_prompt[p] for p in prompts])["reward"])
-
-  n = _PROMPTS.value * _GROUP.value
-  args = trl.GRPOConfig(
-      output_dir=tempfile.mkdtemp(prefix="bench_trl_"), per_device_train_batch_size=_MICRO.value,
-      gradient_accumulation_steps=n // _MICRO.value, num_generations=_GROUP.value,
-      gradient_checkpointing=_REMAT.value,
-      max_completion_length=_NEW_TOKENS.value, temperature=1.0, learning_rate=1e-6, beta=0.0,
-      num_iterations=1, loss_type="dapo", max_steps=_STEPS.value, logging_steps=1, report_to="none",
-      save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=_DTYPE.value == "bfloat16",
-      seed=0,
-      shuffle_dataset=False,
-      dataloader_num_workers=0)
-  times, lengths = [], []
-
-  class Timer(transformers.TrainerCallback):
-    def on_step_begin(self, *a, **k):
-      self.t = time.perf_counter()
-
-    def on_step_end(self, *a, **k):
-      times.append(time.perf_counter() - self.t)
-
-    def on_log(self, args, state, control, logs=None, **k):
-      if logs and "completions/mean_length" in logs:
-        lengths.append(float(logs["completions/mean_length"]))
-
-  if isinstance(model_dir, models.ModelConfig):  # the same shape, random float32 master weights
-    model = shapes.hf_random_model(model_dir, "float32", "cpu")
-  else:
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-  trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=args,
-                            train_dataset=datasets.Dataset.from_list([{"prompt": t} for t in texts]),
-                            processing_class=tok, callbacks=[Timer()])
-  trainer.train()
-  return times, lengths
-
-
 def _report_ours(tr, hist, ceilings) -> dict:
   """Prints our steps (times, perf/, update MFU against the ceilings); returns their figures."""
   from grounding_jax.models import attention
@@ -367,30 +328,6 @@ def _report_ours(tr, hist, ceilings) -> dict:
                                      else None),
                peak_memory_gib=steady[-1]["perf/peak_memory_gib"])
   print(tr.startup_report())
-  return out
-
-
-def _report_trl(setup, ours: dict | None) -> dict:
-  """Runs TRL's GRPOTrainer; prints its steps and the ratios against ours; returns its figures."""
-  try:
-    times, lengths = run_trl(*setup)
-  except Exception as e:  # pylint: disable=broad-except
-    print(f"TRL could not run: {type(e).__name__}: {e}")
-    return {"error": f"{type(e).__name__}: {e}"}
-  for i, (t, n) in enumerate(zip(times, lengths), start=1):
-    print(f"TRL GRPOTrainer step {i}: {t:.2f}s; mean completion {n:.1f} tokens")
-  trl = float(np.median(times[1:]))
-  trl_len = float(np.mean(lengths[1:])) if len(lengths) >= len(times) else float("nan")
-  print(f"TRL GRPOTrainer: median step {trl:.2f}s over steps 2..{len(times)}")
-  out = dict(step_s=trl, first_step_s=times[0], completion_mean=trl_len)
-  if ours:
-    print(f"ratio TRL / grounding_jax = {trl / ours['step_s']:.2f}x (median steps; target >= 2.5x)")
-    print(f"ratio TRL / grounding_jax without our compile time = {trl / ours['steady_step_s']:.2f}x "
-          f"(a long run has compiled every shape; the update compiles one program per micro-batch "
-          f"width)")
-    print(f"ratio per completion token = "
-          f"{trl / trl_len / (ours['step_s'] / ours['completion_mean']):.2f}x (mean completion "
-          f"{trl_len:.1f} TRL vs {ours['completion_mean']:.1f} ours)")
   return out
 
 
@@ -430,7 +367,7 @@ def main(argv):
     if _RESUME.value:
       _resume_in_new_process(tr.config.workdir, cache)
   if _TRL.value:
-    result["trl"] = _report_trl(setup, result.get("ours"))
+    result["trl"] = bench_grpo_trl.report_trl(setup, _workload(), result.get("ours"))
   print("RESULT " + json.dumps(result), flush=True)
 
 

@@ -42,11 +42,13 @@ from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data import readers
 from grounding_jax.data import splits
+from grounding_jax.eval import comparison
 from grounding_jax.eval import curves
 from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
+from grounding_jax.eval.settings import EvalSettings, check_examples
 from grounding_jax.models import hf_export
 from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
@@ -204,12 +206,12 @@ def run(workdir: str | os.PathLike,
     raise ValueError(f"the demo's stages share one model, so their (model.param_dtype, "
                      f"model.compute_dtype) must agree; got {dtypes}")
   param_dtype, compute_dtype = (models.DTYPES[d] for d in dtypes["GRPO"])
-  settings = harness.EvalSettings.from_config(grpo_cfg)
+  settings = EvalSettings.from_config(grpo_cfg)
   setup.check_config(grpo_cfg, need_model_path=False)
   examples = splits.held_out(grpo_cfg.evals.data, grpo_cfg.evals.num_examples,
                              [st.data for st in grpo_cfg.stages])
   rewards = from_config.last_stage_rewards(grpo_cfg)
-  harness.check_examples(examples, settings, rewards)
+  check_examples(examples, settings, rewards)
   rows, loaded = [], {}  # the passes share one data config: build its rows once (~1.5 s for 256)
   for c in sft_cfgs:
     key = c.data.to_json()
@@ -222,7 +224,7 @@ def run(workdir: str | os.PathLike,
     if not path:
       raise ValueError(f"--real_data={spec}: expected READER=FILE, e.g. {REAL_DATA[0]}")
     real[reader] = (path, list(readers.read_dataset(reader, ROOT / path, limit=real_num_examples)))
-    harness.check_examples(real[reader][1], settings, rewards)
+    check_examples(real[reader][1], settings, rewards)
   # Batch 2: with batch 8 and unchunked attention the prefill of ~4,096-token prompts took the process
   # to 18 GB resident and the OOM killer (measured). Query-chunked attention (ModelConfig.
   # attention_query_chunk) now holds 8 x 4,096 in ~6.3 GB resident; batch 2 is what was re-run.
@@ -283,8 +285,8 @@ def run(workdir: str | os.PathLike,
 
   clock.start("report")
   results = [start, sft_result, grpo_result]
-  intervals = harness.compare(results, settings.recipe, seed=settings.seed)
-  vs_sft = harness.compare([sft_result, grpo_result], settings.recipe, seed=settings.seed)[1]
+  intervals = comparison.compare(results, settings.recipe, seed=settings.seed)
+  vs_sft = comparison.compare([sft_result, grpo_result], settings.recipe, seed=settings.seed)[1]
   out = workdir / "report"
   about = {"command": "python " + " ".join(sys.argv) if sys.argv else "launch/demo.py",
            "data": (f"synthetic held-out split: {len(examples)} questions of the training world (seed "
@@ -303,7 +305,7 @@ def run(workdir: str | os.PathLike,
     for name, (source, exs) in real.items():
       pair = [evaluate(base, tokenizer, "start", exs, real_settings),
               evaluate(grpo.model, tokenizer, "GRPO", exs, real_settings)]
-      ivs = harness.compare(pair, settings.recipe, seed=settings.seed)
+      ivs = comparison.compare(pair, settings.recipe, seed=settings.seed)
       report.write(out / f"real_{name}", settings.recipe, pair, ivs,
                    {"data": f"{name}: the first {len(exs)} questions of {source} (every paragraph)",
                     "decoding": dataclasses.asdict(settings.decoding),

@@ -44,11 +44,13 @@ from grounding_jax import parallel
 from grounding_jax import sampling
 from grounding_jax import tools as retrievers
 from grounding_jax.data import splits
+from grounding_jax.eval import comparison
 from grounding_jax.eval import curves
 from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
+from grounding_jax.eval.settings import EvalSettings, check_examples
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
                                           lock_config=True)
@@ -91,7 +93,7 @@ def load_examples(config, data_path, num_examples):
 class Plan:
   """What `prepare` checked: everything `execute` needs before it loads a model."""
   config: Any
-  settings: harness.EvalSettings
+  settings: EvalSettings
   refs: list
   labels: list
   reader: Optional[model_ref.ModelRef]
@@ -108,7 +110,7 @@ def prepare(config, model_specs, *, output_dir, data=None, num_examples=None, re
   """Checks every input a user can get wrong, before any model loads: the recipe, the models (and
   their steps), the labels, the curves workdir, the data rows against the recipe's evaluator and
   rewards, and the judges the evaluator needs. Raises ValueError / FileNotFoundError (one line)."""
-  settings = harness.EvalSettings.from_config(config)  # an unknown recipe fails here
+  settings = EvalSettings.from_config(config)  # an unknown recipe fails here
   from_config.check_config(config)
   refs = [model_ref.resolve(m) for m in model_specs]
   reader_ref = model_ref.resolve(reader) if reader else None
@@ -120,7 +122,7 @@ def prepare(config, model_specs, *, output_dir, data=None, num_examples=None, re
                             "workdir that has logged a step)")
   examples = load_examples(config, data, num_examples)
   rewards = from_config.last_stage_rewards(config)
-  harness.check_examples(examples, settings, rewards, reader=reader_ref is not None)
+  check_examples(examples, settings, rewards, reader=reader_ref is not None)
   about = {"command": command, "data": describe_data(config, data, examples),
            "decoding": dataclasses.asdict(settings.decoding)}
   if reader_ref is not None:
@@ -157,7 +159,7 @@ def execute(plan: Plan):
     del loaded
     sampling.release_kv_cache()
     logging.info("evaluated %s in %.1f s", name, time.perf_counter() - t0)
-  intervals = harness.compare(results, settings.recipe, n_resamples=plan.bootstrap_resamples,
+  intervals = comparison.compare(results, settings.recipe, n_resamples=plan.bootstrap_resamples,
                               seed=settings.seed)
   about = {**plan.about, "models": {name: ref.spec for name, ref in zip(plan.labels, plan.refs)}}
   path = None

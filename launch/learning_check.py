@@ -47,10 +47,12 @@ from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data import splits
+from grounding_jax.eval import comparison
 from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import report
+from grounding_jax.eval.settings import EvalSettings, check_examples
 from grounding_jax.models import hf_export
 from grounding_jax.rl.config import presets
 from grounding_jax.rl import trainer as trainer_lib
@@ -221,11 +223,11 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
   split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
   model loads. Raises ValueError / FileNotFoundError."""
-  settings = harness.EvalSettings.from_config(config)
+  settings = EvalSettings.from_config(config)
   n = config.evals.num_examples if num_examples is None else num_examples
   examples = examples_for(config, split, n)
   rewards = from_config.last_stage_rewards(config)
-  harness.check_examples(examples, settings, rewards)
+  check_examples(examples, settings, rewards)
   if sft_steps:
     sft_config(config, sft_steps, sft_data)
   return settings, examples, rewards
@@ -266,8 +268,8 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
   results.append(harness.evaluate_model(trainer.policy(), trainer.tokenizer, examples, settings,
                                         name="grpo", **kw))
   cmp = dict(n_resamples=bootstrap_resamples, seed=settings.seed)
-  versus_start = harness.compare(results, settings.recipe, **cmp)
-  versus_previous = harness.compare(results[-2:], settings.recipe, **cmp) if sft_steps else None
+  versus_start = comparison.compare(results, settings.recipe, **cmp)
+  versus_previous = comparison.compare(results[-2:], settings.recipe, **cmp) if sft_steps else None
   steps = sum(st.num_steps for st in config.stages)
   names = [r.name for r in results]
   about = {"command": command, "split": split,

@@ -11,7 +11,7 @@ import os
 from typing import Iterable, Iterator, Sequence
 
 from grounding_jax.data.schema import DataError, Example, example_from_dict, example_to_dict
-from grounding_jax.data.readers.jsonio import empty_file_error, open_text, utf8_errors_located
+from grounding_jax.data.readers.jsonio import empty_file_error, jsonl_rows
 
 PROMPT_KEY = "prompt"  # optional rendered prompt stored next to an example (build_data --with_prompts)
 
@@ -53,19 +53,9 @@ def read_examples_with_prompts(path: str | os.PathLike, *, limit: int | None = N
                                ) -> Iterator[tuple[Example, str | None]]:
   """Like `read_examples`, but yields `(example, prompt_or_None)` pairs."""
   n = 0
-  with open_text(path) as f, utf8_errors_located(path):
-    for line_no, line in enumerate(f, start=1):
-      if limit is not None and n >= limit:
-        return
-      if not line.strip():
-        continue
-      source = f"{path}:{line_no}"
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{source}: field '<row>': invalid JSON ({e.msg} at column {e.colno})") from e
-      prompt = row.get(PROMPT_KEY) if isinstance(row, dict) else None
-      yield example_from_dict(row, source=source, ignore_keys=(PROMPT_KEY,)), prompt
-      n += 1
+  for line_no, row in jsonl_rows(path, limit=limit):
+    prompt = row.get(PROMPT_KEY) if isinstance(row, dict) else None
+    yield example_from_dict(row, source=f"{path}:{line_no}", ignore_keys=(PROMPT_KEY,)), prompt
+    n += 1
   if n == 0 and limit != 0:
     raise empty_file_error(path)

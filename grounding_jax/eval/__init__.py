@@ -3,6 +3,10 @@
   harness      a model answers held-out examples (the recipe's rollout and paper decoding, batched
                on the mesh) and its answers are scored: the recipe's table from per-example scores,
                the run's reward, accuracy on answerable / abstention on unanswerable items
+  settings     EvalSettings (config.evals over the recipe's paper decoding) and check_examples, the
+               check, before any model loads, that the evaluator and rewards can score the examples
+  comparison   compare: each model's paired-bootstrap intervals against the first on the headline
+               metric, the reward, selective prediction, answer EM / F1 and the two sides
   bootstrap    paired-bootstrap intervals of one model's difference to another on the same questions
   selective    selective prediction: coverage, accuracy among answered items, the risk–coverage
                curve and AURC, balanced accuracy (every evaluation row has them)

@@ -1,10 +1,10 @@
 """The evaluation harness: a model answers held-out examples with its recipe's paper decoding, and the
 recipe's evaluator, the run's reward and the abstention counts score every answer.
 
-    settings = EvalSettings.from_config(config)             # config.evals over the recipe's defaults
+    settings = EvalSettings.from_config(config)             # eval/settings.py
     result = evaluate_model(model, tokenizer, examples, settings, rewards=..., mesh=mesh)
     result.metrics["f1"], result.per_example["reward"], result.records[0]["completion"]
-    intervals = compare([start, trained], settings.recipe)  # paired bootstrap vs the first model
+    intervals = compare([start, trained], settings.recipe)  # eval/comparison.py: paired bootstrap
 
 Generation is the recipe's own rollout (`Recipe.rollout`: LEAR adds its answer passes) with
 `num_samples` completions per question, batched (`batch_size` prompts per sampler call), sharded
@@ -23,8 +23,9 @@ has answer_em and answer_f1 (eval/metrics.py: the recipe's extracted answer agai
 SQuAD v1.1 EM and token F1, in % over the answerable items), whatever the recipe's own table. Every row
 also has the selective-prediction metrics (eval/selective.py): coverage, accuracy among answered
 items, AURC with the completion's mean sampler log-prob as the confidence (per-example column
-"confidence"), and balanced accuracy; `compare` bootstraps them too.
+"confidence"), and balanced accuracy; `comparison.compare` bootstraps them too.
 """
+
 
 from __future__ import annotations
 
@@ -32,102 +33,19 @@ import dataclasses
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
-import ml_collections
 import numpy as np
 import tqdm
 
-from grounding_jax import judges
 from grounding_jax import parallel
 from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data.schema import Example
-from grounding_jax.eval import bootstrap
 from grounding_jax.eval import metrics as metrics_lib
 from grounding_jax.eval import selective
-from grounding_jax.eval.bertscore import BertScorer
+from grounding_jax.eval.settings import EvalSettings, RewardSpec
 from grounding_jax.sampling import multiturn
 from grounding_jax.sampling import rollout as rollout_lib
 from grounding_jax.sampling.tools import ToolFormat
-
-RewardSpec = Sequence[tuple[str, float, Callable]]  # [(name, weight, RewardFn)], as the trainer's
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalSettings:
-  """How a model is evaluated (config.evals over the recipe's paper defaults).
-
-  Attributes:
-    recipe: the recipe name (its prompt, stop strings, rollout, evaluator and decoding).
-    decoding: temperature, top-p, new-token limit and samples per question.
-    batch_size: questions per sampler call.
-    stop: stop strings besides the recipe's (config.rollout.stop).
-    max_prompt_tokens: longer prompts lose tokens on the left (config.rollout.max_prompt_tokens).
-    enable_thinking: Qwen3's chat-template switch (config.rollout.enable_thinking).
-    rollout_options: the recipe's rollout options (config.rollout.options; LEAR's answer passes).
-    judges: `Recipe.evaluate` judge arguments by name -> judge spec (judges.lazy builds each on first
-      use): "nli" (an NLI judge) or e.g. "judge" (a correctness judge).
-    bertscore: a BERT folder for GRACE's BERTScore-F1 ("" = the column is left out).
-    reader_max_new_tokens: answer length of a separate reader (the two-model protocol).
-    seed: seeds sampling (batch b uses fold_in(key(seed), b)).
-    shared_prefix_min_tokens: a batch's common prompt prefix of at least this many tokens is
-      prefilled once and read once per decode step (one sample per question; 0 = off).
-  """
-  recipe: str
-  decoding: recipes.Decoding
-  batch_size: int = 32
-  stop: tuple[str, ...] = ()
-  max_prompt_tokens: int = 0
-  enable_thinking: Optional[bool] = None
-  rollout_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  judges: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  bertscore: str = ""
-  reader_max_new_tokens: int = 64
-  seed: int = 0
-  shared_prefix_min_tokens: int = 0
-  max_turns: int = 1
-
-  @classmethod
-  def from_config(cls, config: ml_collections.ConfigDict) -> "EvalSettings":
-    """From a run config: config.evals (recipe "" = the last stage's; unset decoding fields = the
-    recipe's `eval_decoding`) and the rollout's stop strings, prompt limit and options."""
-    ev = config.evals
-    name = ev.recipe or config.stages[-1].recipe
-    paper = recipes.get_recipe(name).eval_decoding
-    d = ev.decoding
-    decoding = recipes.Decoding(
-        temperature=paper.temperature if d.temperature is None else float(d.temperature),
-        top_p=paper.top_p if d.top_p is None else float(d.top_p),
-        max_new_tokens=paper.max_new_tokens if d.max_new_tokens is None else int(d.max_new_tokens),
-        num_samples=int(d.num_samples))
-    specs = {k: (v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v)
-             for k, v in ev.judges.items()}
-    return cls(recipe=name, decoding=decoding, batch_size=int(ev.batch_size),
-               stop=tuple(config.rollout.stop), max_prompt_tokens=int(config.rollout.max_prompt_tokens),
-               enable_thinking=config.rollout.enable_thinking,
-               rollout_options=config.rollout.options.to_dict(),
-               judges={k: v for k, v in specs.items() if _configured(v)},
-               bertscore=ev.bertscore, reader_max_new_tokens=int(ev.reader_max_new_tokens),
-               seed=int(ev.seed),
-               shared_prefix_min_tokens=int(ev.get("shared_prefix_min_tokens", 0)),
-               max_turns=int(config.rollout.get("max_turns", 1)))
-
-  def evaluate_options(self) -> dict[str, Any]:
-    """The judge arguments of `Recipe.evaluate`, each built when first called."""
-    recipe = recipes.get_recipe(self.recipe)  # a correctness judge's style name is the recipe's
-    out = {k: judges.lazy(spec, role="nli") if k == "nli"
-           else judges.lazy(recipe.judge_spec(spec), role="correctness")
-           for k, spec in self.judges.items()}
-    if self.bertscore:
-      out["bertscorer"] = BertScorer(self.bertscore)
-    return out
-
-
-def _configured(spec: Any) -> bool:
-  """A judge spec that names a judge: not None / "", nor a dict whose kind is left empty (a config's
-  placeholder, e.g. judge=dict(kind="", path="", style=NAME) until --config.evals.judges.judge.kind=llm)."""
-  if isinstance(spec, Mapping):
-    return bool(spec.get("kind"))
-  return spec not in (None, "")
 
 
 @dataclasses.dataclass
@@ -150,33 +68,6 @@ class ModelResult:
   records: list[dict]
   num_samples: int
   ids: list[str]
-
-
-def check_examples(examples: Sequence[Example], settings: EvalSettings, rewards: RewardSpec = (), *,
-                   reader: bool = False) -> None:
-  """Raises ValueError naming the example and field when the recipe's evaluator or a reward cannot
-  score `examples`, the evaluator needs a judge that is not configured, or a reader is given to a
-  recipe without the two-model protocol. Cheap (empty completions, no judge is called): run it
-  before any model loads."""
-  recipe = recipes.get_recipe(settings.recipe)
-  if not examples:
-    raise ValueError("no evaluation examples (evals.num_examples is 0, or the data file is empty)")
-  if reader and recipe.reader_prompt(examples[0], "") is None:
-    raise ValueError(f"recipe {recipe.name!r} has no two-model protocol; a reader applies to recipes "
-                     "with a reader prompt (lear)")
-  n, examples = len(examples), list(examples)
-  blank = [""] * n
-  round_ = rollout_lib.RolloutRound(rollout=None, completions=blank,
-                                    extras={k: blank for k in recipe.rollout_extras})
-  try:  # judges as None: the keys say which are configured, and no model is loaded
-    recipe.evaluate(blank, examples, **{k: None for k in settings.judges},
-                    **recipe.evaluate_inputs(round_))
-  except TypeError as e:  # a judge argument missing, or one the evaluator does not take
-    raise ValueError(f"recipe {settings.recipe!r} evaluation: {e}; config.evals.judges holds the "
-                     "evaluator's judge arguments (nli=FOLDER for trust, judge=dict(kind=..., path=...) "
-                     "for grace / arena / truthrl)") from e
-  for _, _, fn in rewards:
-    fn(blank, examples, completion_lengths=[0] * n, truncated=[False] * n, **round_.extras)
 
 
 def _jsonable(x: Any) -> Any:
@@ -359,57 +250,3 @@ def _row(recipe: recipes.Recipe, result: Mapping[str, Any], per: Mapping[str, np
   row.update(n_questions=float(len(answerable) // k), n_answerable=float(answerable.sum() // k),
              n_unanswerable=float((~answerable).sum() // k))
   return row
-
-
-def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: int = 10_000,
-            seed: int = 0, confidence: float = 0.95) -> list[dict[str, bootstrap.Interval]]:
-  """For each model after the first: paired-bootstrap intervals of its difference to the first on
-  the recipe's headline metric, the reward, the selective-prediction metrics (eval/selective.py:
-  coverage, selective_accuracy, aurc, balanced_accuracy), answer_em / answer_f1 and the two sides
-  (accuracy_answerable, abstention_unanswerable), {metric: Interval}; the first model's
-  entry is {}."""
-  recipe = recipes.get_recipe(recipe_name)
-  headline = recipe.headline_metric
-  first = results[0]
-  out: list[dict[str, bootstrap.Interval]] = [{}]
-  for r in results[1:]:
-    if r.ids != first.ids or r.num_samples != first.num_samples:
-      raise ValueError(f"models {first.name!r} and {r.name!r} answered different questions; a paired "
-                       "bootstrap needs the same examples in the same order")
-    kw = dict(n_resamples=n_resamples, seed=seed, confidence=confidence,
-              rows_per_question=r.num_samples)
-    entry = {headline: bootstrap.paired_bootstrap(first.per_example, r.per_example,
-                                                  lambda d: recipe.aggregate(d)[headline], **kw)}
-    if "reward" in r.per_example and "reward" in first.per_example:
-      entry["reward"] = bootstrap.paired_bootstrap(first.per_example["reward"],
-                                                   r.per_example["reward"], **kw)
-    entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
-                                             selective.summary, **kw))
-    subsets = {**bootstrap.paired_bootstraps(_answer_columns(first), _answer_columns(r),
-                                             metrics_lib.answer_summary, **kw),
-               **bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
-                                             _sides, **kw)}
-    # Only where the questions have the subset (no unanswerable items: no abstention side).
-    entry.update({k: v for k, v in subsets.items() if not np.isnan(v.difference)})
-    out.append(entry)
-  return out
-
-
-def _selective_columns(result: ModelResult) -> dict[str, np.ndarray]:
-  """The per-example columns selective.summary reads (a small dict, so resampling it is cheap)."""
-  keys = ("correct", "abstained", "item_answerable", "confidence")
-  return {k: result.per_example[k] for k in keys if k in result.per_example}
-
-
-def _answer_columns(result: ModelResult) -> dict[str, np.ndarray]:
-  """The per-example columns metrics_lib.answer_summary reads."""
-  return {k: result.per_example[k] for k in ("item_answerable",) + metrics_lib.ANSWER_METRICS}
-
-
-def _sides(per: Mapping[str, np.ndarray]) -> dict[str, float]:
-  """accuracy_answerable and abstention_unanswerable (in %, NaN for an absent side), as _row."""
-  answerable = np.asarray(per["item_answerable"]) > 0
-  return {"accuracy_answerable": (100.0 * float(np.mean(per["correct"][answerable]))
-                                  if answerable.any() else float("nan")),
-          "abstention_unanswerable": (100.0 * float(np.mean(per["abstained"][~answerable]))
-                                      if (~answerable).any() else float("nan"))}

@@ -15,7 +15,8 @@
 Each folder holds everything its paper fixes (recipe.py: prompts, parser, evaluation and the Recipe;
 reward.py, judge.py, rollout.py where the paper has one) and nothing else names the recipe: the
 layers below take what they need from the Recipe object (judge styles, report footnote, data mixes).
-base.py is the Recipe interface, gold.py what every gold completion is built from.
+base.py is the Recipe interface, reward_fn.py the RewardFn contract and the example checks every
+reward uses, gold.py what every gold completion is built from.
 
 The registry is the `RECIPES` dict of every module or folder in this package: a new recipe is one
 new folder (plus a config in configs/); `register_recipe` adds one from outside the package. Reward
@@ -28,7 +29,8 @@ import importlib
 import pkgutil
 from typing import Any
 
-from grounding_jax.recipes.base import Decoding, Recipe, RewardFn
+from grounding_jax.recipes.base import Decoding, Recipe
+from grounding_jax.recipes.reward_fn import RewardFn
 
 _REGISTRY: dict[str, Recipe] = {}
 

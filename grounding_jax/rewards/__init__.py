@@ -7,6 +7,6 @@ the judge mechanism in grounding_jax.judges. `get_reward(name, **options)` is
 """
 
 from grounding_jax.recipes import available_rewards, get_reward
-from grounding_jax.recipes.base import RewardFn
+from grounding_jax.recipes.reward_fn import RewardFn
 
 __all__ = ["RewardFn", "available_rewards", "get_reward"]

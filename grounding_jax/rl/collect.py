@@ -29,6 +29,7 @@ import numpy as np
 
 from grounding_jax.data import contrast as contrast_lib
 from grounding_jax.recipes import base as recipes_base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import host_batch
@@ -203,7 +204,7 @@ class Collector:
                                                           **rr.extras})
     values = dict(scored.values)
     if c.dapo.overlong_shaping:  # DAPO Eq. 13, added to the reward before normalisation
-      pen = recipes_base.overlong_penalty(sampled, c.rollout.max_new_tokens, c.dapo.overlong_buffer,
+      pen = reward_fn.overlong_penalty(sampled, c.rollout.max_new_tokens, c.dapo.overlong_buffer,
                                           c.dapo.overlong_factor)
       values["overlong"] = pen
       values["reward"] = values["reward"] + pen

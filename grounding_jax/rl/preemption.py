@@ -15,7 +15,7 @@ with PREEMPTED_EXIT_CODE, on which a batch script requeues the job. The handler 
 back its default action, so a second SIGTERM ends the process at once (status 143 = 128 + 15),
 whatever it is doing, a checkpoint write included: orbax writes a step into
 `<step>.orbax-checkpoint-tmp-<n>` and renames it to `<step>` only when it is complete
-(checkpoints.py), and an unrenamed folder is never taken for a checkpoint, so the previous one is
+(checkpoints/), and an unrenamed folder is never taken for a checkpoint, so the previous one is
 what a restart resumes from.
 
 Several processes (jax.distributed): a notice may reach one host only (a VM's), or every process

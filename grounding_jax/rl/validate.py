@@ -36,6 +36,7 @@ from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
 from grounding_jax.eval import model_ref
 from grounding_jax.eval import selective
+from grounding_jax.eval.settings import EvalSettings, check_examples
 
 BEST_DIR = model_ref.BEST_CHECKPOINTS
 MODES = ("max", "min")
@@ -96,10 +97,10 @@ class Validator:
                prompt_fn: Optional[Callable[[Any], str]] = None, console: bool = True, tool=None):
     check_config(config)
     self.every = int(config.evals.every_steps)
-    self.settings = harness.EvalSettings.from_config(config)
+    self.settings = EvalSettings.from_config(config)
     self.examples = splits.held_out(config.evals.data, int(config.evals.num_examples),
                                     [st.data for st in config.stages])
-    harness.check_examples(self.examples, self.settings, rewards)
+    check_examples(self.examples, self.settings, rewards)
     self.tokenizer, self.mesh, self.rewards = tokenizer, mesh, rewards
     self.prompt_fn, self.console, self.tool = prompt_fn, console, tool
     self._options: Optional[dict] = None  # judges and BERTScore encoder: built at the first run
@@ -122,7 +123,7 @@ class Validator:
     return {"best": {"metric": self.metric, "value": self.best_value, "step": self.best_step}}
 
   def options(self) -> dict:
-    """The evaluator's judge arguments (harness.EvalSettings.evaluate_options), built once."""
+    """The evaluator's judge arguments (EvalSettings.evaluate_options), built once."""
     if self._options is None:
       self._options = self.settings.evaluate_options()
     return self._options

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from grounding_jax.data import splits
 from grounding_jax.data import synthetic
+from grounding_jax.data.readers import jsonio
 from grounding_jax.data.schema import DataError, Example, Passage
 
 FIELDS = ("id", "title", "text")
@@ -35,27 +36,20 @@ def _passage(row: Any, where: str) -> Passage:
 
 
 def read_corpus(path: str | os.PathLike) -> list[Passage]:
-  """The passages of a JSONL corpus, in file order. Blank lines are skipped.
+  """The passages of a JSONL corpus (plain, .bz2 or .gz), in file order. Blank lines are skipped.
 
   Raises:
     DataError: a row that is not JSON, lacks a field, holds a non-string or empty one, or repeats an
-      id (the message names file:line and the field).
+      id (the message names file:line and the field); bytes that are not UTF-8 (file:line:column).
   """
   passages, seen = [], {}
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      where = f"{path}:{line_no}"
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{where}: not JSON ({e.msg})") from None
-      p = _passage(row, where)
-      if p.id in seen:
-        raise DataError(f"{where}: field 'id' {p.id!r} repeats line {seen[p.id]}")
-      seen[p.id] = line_no
-      passages.append(p)
+  for line_no, row in jsonio.jsonl_rows(path):
+    where = f"{path}:{line_no}"
+    p = _passage(row, where)
+    if p.id in seen:
+      raise DataError(f"{where}: field 'id' {p.id!r} repeats line {seen[p.id]}")
+    seen[p.id] = line_no
+    passages.append(p)
   if not passages:
     raise DataError(f"{path}: no passages")
   return passages

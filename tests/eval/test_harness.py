@@ -10,7 +10,6 @@ import pytest
 from grounding_jax import recipes
 from grounding_jax.data import synthetic
 from grounding_jax.eval import bootstrap
-from grounding_jax.eval import harness
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from recipes.fakes import ContainsJudge, SubstringNLI  # noqa: E402  pylint: disable=g-import-not-at-top
@@ -130,21 +129,6 @@ def test_paired_bootstrap_equals_a_slow_loop_and_agrees_with_scipy():
   width = big.high - big.low
   assert abs(big.low - ref.low) < 0.03 * width and abs(big.high - ref.high) < 0.03 * width
   assert big.excludes_zero and big.low > 0
-
-
-def test_check_examples_names_the_row_and_the_missing_judge():
-  examples = synthetic.generate_examples(4, seed=0, answerable_ratio=0.5)  # unanswerable: no gold ids
-  settings = harness.EvalSettings(recipe="arena", decoding=recipes.Decoding())
-  with pytest.raises(ValueError, match=r"id='synthetic-0-\d'.*gold_passage_ids"):
-    harness.check_examples(examples, settings, [("arena", 1.0, recipes.get_reward("arena"))])
-  trust = harness.EvalSettings(recipe="trust_stage2", decoding=recipes.Decoding())
-  with pytest.raises(ValueError, match=r"missing 1 required keyword-only argument: 'nli'.*config.evals"):
-    harness.check_examples(examples, trust)
-  harness.check_examples(examples, harness.EvalSettings(recipe="trust_stage2", decoding=trust.decoding,
-                                                        judges={"nli": "/not/loaded/by/the/check"}))
-  with pytest.raises(ValueError, match=r"'truthrl' has no two-model protocol"):
-    harness.check_examples(examples, harness.EvalSettings(recipe="truthrl", decoding=trust.decoding),
-                           reader=True)
 
 
 def test_lear_reader_prompt_holds_the_question_and_the_extract_alone():

@@ -78,7 +78,7 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   assert set(out["vs_sft"]) == {"truthfulness", "reward", "coverage", "selective_accuracy", "aurc",
                                 "balanced_accuracy",  # the selective-prediction metrics (eval/selective.py)
                                 "answer_em", "answer_f1", "accuracy_answerable",
-                                "abstention_unanswerable"}  # EM / F1 and the two sides (eval/harness.compare)
+                                "abstention_unanswerable"}  # EM / F1 and the two sides (eval/comparison.compare)
   assert (tmp_path / "demo" / "report" / "curves.png").stat().st_size > 0
   # The rows' reproducing commands name real runs: SFT's workdir and HF folder, GRPO's from the latter.
   assert model_ref.resolve(str(tmp_path / "demo" / "sft1")).step == 2

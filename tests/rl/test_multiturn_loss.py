@@ -129,11 +129,12 @@ def test_evaluation_samples_several_turns_and_reports_the_search_metrics(tiny_ch
   caller's tool) and reports search/ columns (validation logs them as eval/search/...)."""
   from grounding_jax import recipes  # pylint: disable=g-import-not-at-top
   from grounding_jax.eval import harness  # pylint: disable=g-import-not-at-top
+  from grounding_jax.eval.settings import EvalSettings  # pylint: disable=g-import-not-at-top
   tok = load_tokenizer(smollm2_dir)
   model = scripted_model(tiny_checkpoint, tok)
   monkeypatch.setattr(get_recipe("naive"), "tool_format", FORMAT, raising=False)
-  settings = harness.EvalSettings(recipe="naive", stop=STOP, max_turns=3, seed=0,
-                                  decoding=recipes.Decoding(temperature=0.0, max_new_tokens=24))
+  settings = EvalSettings(recipe="naive", stop=STOP, max_turns=3, seed=0,
+                          decoding=recipes.Decoding(temperature=0.0, max_new_tokens=24))
   prompt_fn = lambda ex: " the story of" * (int(ex.id) + 1) + PROMPTS[int(ex.id)]
   result = harness.evaluate_model(model, tok, _examples(), settings, progress=False,
                                   prompt_fn=prompt_fn, tool=DictTool())

@@ -13,7 +13,7 @@ from grounding_jax.data import jsonl
 from grounding_jax.data import splits
 from grounding_jax.data.schema import Example
 from grounding_jax.eval import from_config
-from grounding_jax.eval import harness
+from grounding_jax.eval import settings as eval_settings
 from grounding_jax.eval import model_ref
 from grounding_jax.rl import validate
 
@@ -100,7 +100,7 @@ def test_the_validator_is_built_on_first_use_not_with_the_trainer(tiny_checkpoin
   loaded, scorers = [], []
   held_out = splits.held_out
   monkeypatch.setattr(splits, "held_out", lambda *a, **k: loaded.append(a[0]) or held_out(*a, **k))
-  monkeypatch.setattr(harness, "BertScorer", lambda path: scorers.append(path) or "scorer")
+  monkeypatch.setattr(eval_settings, "BertScorer", lambda path: scorers.append(path) or "scorer")
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
   assert tr._validator is None and not loaded and not scorers
   validator = tr.validator

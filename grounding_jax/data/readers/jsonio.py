@@ -3,7 +3,8 @@
 Official dataset files come as a JSON array (HotpotQA, 2Wiki, ALCE, DPR results), a JSON object keyed
 by id (QASPER), or JSONL (MuSiQue, CRAG), optionally compressed. `iter_records` yields one record at a
 time from any of these with the line it starts on, so a reader can name "file:line" in its errors
-without holding a multi-GB file's parsed tree in memory.
+without holding a multi-GB file's parsed tree in memory. `jsonl_rows` is the JSONL line loop under it,
+which data/jsonl.py (Examples) and tools/corpus.py (passages) read through as well.
 """
 
 from __future__ import annotations
@@ -106,6 +107,36 @@ def is_jsonl(path: str | os.PathLike) -> bool:
     return any(line.strip() for line in iter(f.readline, ""))
 
 
+def jsonl_rows(path: str | os.PathLike, *, limit: int | None = None) -> Iterator[tuple[int, Any]]:
+  """(line number, parsed value) of each non-blank line of a JSONL file (plain, .bz2 or .gz), in
+  order: the one JSONL row loop that the Example, dataset and corpus readers share. An empty file
+  yields nothing; each caller says what that means for it.
+
+  Args:
+    path: the file.
+    limit: stop after this many rows, before reading the next line (None: all).
+
+  Raises:
+    DataError: a line that is not JSON (file:line), or bytes that are not UTF-8 (file:line:column).
+  """
+  n = 0
+  with open_text(path) as f, utf8_errors_located(path):
+    for line_no, line in enumerate(f, start=1):
+      if limit is not None and n >= limit:
+        return
+      if not line.strip():
+        continue
+      try:
+        value = json.loads(line)
+      except json.JSONDecodeError as e:
+        where = f"{path}:{line_no}"
+        raise DataError(f"{where}: field '<row>': invalid JSON ({e.msg} at column {e.colno})\n"
+                        f"{where}: not JSON: {line.strip()[:80]!r}; each line must be one JSON object"
+                        ) from e
+      yield line_no, value
+      n += 1
+
+
 def iter_records(path: str | os.PathLike, *, jsonl: bool | None = None) -> Iterator[Record]:
   """Yields the records of a JSONL file, or the items of a top-level JSON array / object, in order.
 
@@ -119,20 +150,12 @@ def iter_records(path: str | os.PathLike, *, jsonl: bool | None = None) -> Itera
   if jsonl is None:
     jsonl = is_jsonl(path)
   if jsonl:
-    with open_text(path) as f, utf8_errors_located(path):
-      index = 0
-      for line_no, line in enumerate(f, start=1):
-        if not line.strip():
-          continue
-        try:
-          value = json.loads(line)
-        except json.JSONDecodeError as e:
-          raise DataError(
-              f"{path}:{line_no}: field '<row>': invalid JSON ({e.msg} at column {e.colno})") from e
-        yield Record(value, f"{path}:{line_no}", index)
-        index += 1
-      if index == 0:
-        raise empty_file_error(path)
+    index = 0
+    for line_no, value in jsonl_rows(path):
+      yield Record(value, f"{path}:{line_no}", index)
+      index += 1
+    if index == 0:
+      raise empty_file_error(path)
     return
   with utf8_errors_located(path):
     yield from _iter_document_items(path)

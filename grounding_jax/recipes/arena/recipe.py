@@ -38,6 +38,7 @@ from grounding_jax import text
 from grounding_jax.data import mixture
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.recipes import gold
 from grounding_jax.recipes.arena import judge as arena_judge
 from grounding_jax.text import tags
@@ -155,7 +156,7 @@ def parse(completion: str) -> ArenaOutput:
 
 # ------------------------------------------------------------------------------- reward (§3.2)
 
-class ArenaReward(base.RewardFn):
+class ArenaReward(reward_fn.RewardFn):
   """ARENA reward. Range [0, w_f + w_a + w_r + w_b·bonus] = [0, 13] by default.
 
   Needs example.answers and example.gold_passage_ids (1-indexed into example.passages).
@@ -187,12 +188,12 @@ class ArenaReward(base.RewardFn):
 
   def _gold_ids(self, i: int, ex: Example) -> set[int]:
     if not ex.gold_passage_ids:
-      raise base.example_error(self.name, i, ex, "gold_passage_ids", "is empty",
-                               "ARENA's relevance reward needs the supporting passage ids.")
+      raise reward_fn.example_error(self.name, i, ex, "gold_passage_ids", "is empty",
+                                    "ARENA's relevance reward needs the supporting passage ids.")
     n = len(ex.passages)
     for pid in ex.gold_passage_ids:
       if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= n:
-        raise base.example_error(
+        raise reward_fn.example_error(
             self.name, i, ex, "gold_passage_ids", f"holds {pid!r}, outside 1..{n} (len(passages))",
             "Ids are 1-indexed positions in `passages`; an unmatched supporting fact (-1) must be "
             "fixed or the row dropped.")
@@ -205,7 +206,7 @@ class ArenaReward(base.RewardFn):
     to_judge: list[tuple[int, str]] = []
     for i, (completion, ex) in enumerate(zip(completions, examples)):
       gold_ids = self._gold_ids(i, ex)
-      golds = base.require_answers(self.name, i, ex)
+      golds = reward_fn.require_answers(self.name, i, ex)
       out = parse(completion)
       comp["format"][i] = out.format_ok
       norm = text.normalize_answer_arena
@@ -225,7 +226,7 @@ class ArenaReward(base.RewardFn):
           comp["relevance"][i] = 0.0
     if to_judge:
       idx = [i for i, _ in to_judge]
-      verdicts = base.check_judge_output(
+      verdicts = reward_fn.check_judge_output(
           self.name, "judge",
           self.judge([examples[i].question for i in idx], [a for _, a in to_judge],
                      [list(examples[i].answers) for i in idx]), len(idx))

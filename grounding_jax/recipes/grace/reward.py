@@ -27,7 +27,7 @@ import numpy as np
 
 from grounding_jax import text
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.text import tags
 
 # ------------------------------------------------------------------------------- parser (the authors' code)
@@ -74,7 +74,7 @@ def parse(completion: str, *, strict_format: bool = False) -> GraceOutput:
 
 # ------------------------------------------------------------------------------- reward (Eq. 1)
 
-class GraceReward(base.RewardFn):
+class GraceReward(reward_fn.RewardFn):
   """GRACE reward. Range [0, format_reward + path_reward + α + β] (6.5 by default); minus up to
   `overlong_factor` when the overlong penalty is on.
 
@@ -121,9 +121,9 @@ class GraceReward(base.RewardFn):
       gold = "evidence" if ex.answerable else "llm"
     if gold == "evidence":
       if not has_evidence:
-        raise base.example_error(self.name, i, ex, "evidence", "is empty for an answerable example",
-                                 "GRACE scores <evidence> against gold evidence sentences.")
-      base.require_answers(self.name, i, ex)
+        raise reward_fn.example_error(self.name, i, ex, "evidence", "is empty for an answerable example",
+                                      "GRACE scores <evidence> against gold evidence sentences.")
+      reward_fn.require_answers(self.name, i, ex)
     return gold
 
   def _similarity(self, prediction: str, references_: Sequence[str]) -> float:
@@ -154,8 +154,8 @@ class GraceReward(base.RewardFn):
     reward = (comp["format"] + comp["path"] + self.alpha * comp["evidence_rouge"]
               + self.beta * comp["answer_rouge"])
     if self.overlong_penalty:
-      lengths = base.require_extra(self.name, extra, "completion_lengths", n)
-      comp["overlong"] = base.overlong_penalty(lengths, self.max_response_length,
-                                               self.overlong_buffer, self.overlong_factor)
+      lengths = reward_fn.require_extra(self.name, extra, "completion_lengths", n)
+      comp["overlong"] = reward_fn.overlong_penalty(lengths, self.max_response_length,
+                                                    self.overlong_buffer, self.overlong_factor)
       reward = reward + comp["overlong"]
     return {"reward": reward, **comp}

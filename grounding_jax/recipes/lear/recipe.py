@@ -44,6 +44,7 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.models.tokenizer import load_tokenizer
 from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.recipes import gold
 from grounding_jax.recipes.lear import rollout as lear_rollout
 from grounding_jax.text import tags
@@ -163,7 +164,7 @@ def length_reward_evidence(len_evidence: float, len_passages: float, omega: floa
   return max(c, 0.0) ** gamma
 
 
-class LearReward(base.RewardFn):
+class LearReward(reward_fn.RewardFn):
   """LEAR reward. Range [0, w_ans + w_len + w_fmt] = [0, 1] by default.
 
   Extras (required, length N): answers_rationale, answers_evidence, answers_full (see module doc).
@@ -227,7 +228,7 @@ class LearReward(base.RewardFn):
   def score(self, completions: list[str], examples: list[Example],
             **extra: Any) -> dict[str, np.ndarray]:
     n = len(completions)
-    passes = {k: base.require_extra(self.name, extra, k, n) for k in lear_rollout.ANSWER_EXTRAS}
+    passes = {k: reward_fn.require_extra(self.name, extra, k, n) for k in lear_rollout.ANSWER_EXTRAS}
     for key, values in passes.items():
       for i, v in enumerate(values):
         if not isinstance(v, str):
@@ -237,10 +238,10 @@ class LearReward(base.RewardFn):
         "len_reward_evidence", "format", "len_rationale", "len_evidence", "len_passages")}
     passage_lengths: dict[tuple, int] = {}
     for i, (completion, ex) in enumerate(zip(completions, examples)):
-      golds = base.require_answers(self.name, i, ex)
+      golds = reward_fn.require_answers(self.name, i, ex)
       if not ex.passages:
-        raise base.example_error(self.name, i, ex, "passages", "is empty",
-                                 "L_P (Eq. 7) is the length of the retrieved passages.")
+        raise reward_fn.example_error(self.name, i, ex, "passages", "is empty",
+                                      "L_P (Eq. 7) is the length of the retrieved passages.")
       if ex.passages not in passage_lengths:
         passage_lengths[ex.passages] = sum(self._length(p.text) for p in ex.passages)
       l_p = passage_lengths[ex.passages]

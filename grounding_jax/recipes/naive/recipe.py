@@ -21,6 +21,7 @@ from grounding_jax import text
 from grounding_jax.data.schema import Example
 from grounding_jax.recipes.arena import recipe as arena
 from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.recipes import gold
 from grounding_jax.text import tags
 
@@ -62,7 +63,7 @@ def parse(completion: str) -> tuple[bool, str]:
   return _FORMAT_RE.match(completion) is not None, ("" if found is None else found.strip())
 
 
-class NaiveReward(base.RewardFn):
+class NaiveReward(reward_fn.RewardFn):
   """Format + EM baseline. Range [0, 2]. Components: format, accuracy."""
 
   name = "naive"
@@ -83,7 +84,7 @@ class NaiveReward(base.RewardFn):
     norm = text.NORMALIZERS[self.normalization]
     fmt, acc = np.zeros(n), np.zeros(n)
     for i, (completion, ex) in enumerate(zip(completions, examples)):
-      golds = base.require_answers(self.name, i, ex)
+      golds = reward_fn.require_answers(self.name, i, ex)
       format_ok, answer = parse(completion)
       fmt[i] = format_ok
       pred = norm(answer)

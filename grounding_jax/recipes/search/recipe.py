@@ -31,6 +31,7 @@ from grounding_jax import text
 from grounding_jax import tools
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.recipes import gold
 from grounding_jax.recipes.search import reward as reward_lib
 from grounding_jax.sampling.tools import ToolResult
@@ -159,7 +160,7 @@ class Search(base.Recipe):
   def answer(self, completion: str) -> str:
     return reward_lib.answer(completion) or ""
 
-  def reward(self, **options: Any) -> base.RewardFn:
+  def reward(self, **options: Any) -> reward_fn.RewardFn:
     return reward_lib.SearchR1Reward(**options)
 
   def evaluate(self, completions, examples, **kwargs) -> dict[str, Any]:
@@ -180,7 +181,7 @@ class GroundedSearch(Search):
   headline_metric = "supported_em"  # what its reward pays: a right answer the search supports
   abstention_component = "abstain"
 
-  def reward(self, **options: Any) -> base.RewardFn:
+  def reward(self, **options: Any) -> reward_fn.RewardFn:
     return reward_lib.GroundedSearchReward(**options)
 
 

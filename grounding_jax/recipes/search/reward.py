@@ -38,7 +38,7 @@ import numpy as np
 
 from grounding_jax import text
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.sampling.tools import ToolFormat
 from grounding_jax.text import tags
 
@@ -78,11 +78,11 @@ def is_correct(pred: str | None, golds: Sequence[str]) -> bool:
 def _information(extra: dict[str, Any], completions: list[str], name: str) -> list[str]:
   if extra.get("information") is None:
     return ["\n".join(retrieved(c)) for c in completions]
-  given = base.require_extra(name, extra, "information", len(completions))
+  given = reward_fn.require_extra(name, extra, "information", len(completions))
   return [v if isinstance(v, str) else "\n".join(v) for v in given]
 
 
-class SearchR1Reward(base.RewardFn):
+class SearchR1Reward(reward_fn.RewardFn):
   """Search-R1's EM reward, 0 / 1. Components: em, has_answer. (Whether and how often a completion
   searched is the sampler's search/… metrics, from the calls it ran: sampling/multiturn.py.)"""
 
@@ -95,13 +95,13 @@ class SearchR1Reward(base.RewardFn):
   def score(self, completions: list[str], examples: list[Example],
             **extra: Any) -> dict[str, np.ndarray]:
     preds = [answer(c) for c in completions]
-    em = np.array([is_correct(p, base.require_answers(self.name, i, ex))
+    em = np.array([is_correct(p, reward_fn.require_answers(self.name, i, ex))
                    for i, (p, ex) in enumerate(zip(preds, examples))], np.float64)
     has_answer = np.array([p is not None for p in preds], np.float64)
     return {"reward": em, "em": em, "has_answer": has_answer}
 
 
-class GroundedSearchReward(base.RewardFn):
+class GroundedSearchReward(reward_fn.RewardFn):
   """The grounded variant (module docstring's table). Range [min(unsupported, −1), max(1, abstain)].
 
   Options: abstain_reward (+1: `I don't know` where nothing retrieved supports an answer),
@@ -130,7 +130,7 @@ class GroundedSearchReward(base.RewardFn):
     return min(values), max(values)
 
   def outcome(self, completion: str, info: str, example: Example, index: int) -> str:
-    golds = base.require_answers(self.name, index, example)
+    golds = reward_fn.require_answers(self.name, index, example)
     pred = answer(completion)
     if pred is None:
       return "no_answer"

@@ -43,7 +43,7 @@ import numpy as np
 from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example
-from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.recipes.trust import score as trust_score
 
 # ------------------------------------------------------------------------------- parser (Eqs. 3-4)
@@ -102,7 +102,7 @@ CLAIM_DATASETS = ("eli5", "expertqa")
 _DATASETS = ("asqa", "qampari") + CLAIM_DATASETS
 
 
-class TrustReward(base.RewardFn):
+class TrustReward(reward_fn.RewardFn):
   """Ground-GRPO reward, `stage` 1 or 2.
 
   Range: [0, +inf): stage 1 ≥ 0, 2 + 1.0 per correct well-cited statement (unbounded: the paper sums
@@ -150,16 +150,16 @@ class TrustReward(base.RewardFn):
   def _check_example(self, i: int, ex: Example) -> str:
     dataset = (ex.meta or {}).get("dataset", trust_score.DEFAULT_DATASET)
     if dataset not in _DATASETS:
-      raise base.example_error(self.name, i, ex, "meta['dataset']", f"is {dataset!r}",
-                               f"Use one of {_DATASETS}.")
+      raise reward_fn.example_error(self.name, i, ex, "meta['dataset']", f"is {dataset!r}",
+                                    f"Use one of {_DATASETS}.")
     if not ex.passages:
-      raise base.example_error(self.name, i, ex, "passages", "is empty",
-                               "Citations [n] refer to the example's passages.")
+      raise reward_fn.example_error(self.name, i, ex, "passages", "is empty",
+                                    "Citations [n] refer to the example's passages.")
     if self.stage == 2 and ex.answerable is None:
-      raise base.example_error(self.name, i, ex, "answerable", "is None",
-                               "Stage 2 gates the refusal reward on answerability.")
+      raise reward_fn.example_error(self.name, i, ex, "answerable", "is None",
+                                    "Stage 2 gates the refusal reward on answerability.")
     if self.stage == 1 or ex.answerable:
-      base.require_answers(self.name, i, ex)
+      reward_fn.require_answers(self.name, i, ex)
     return dataset
 
   def _gold_groups(self, i: int, ex: Example) -> list[list[str]]:
@@ -174,14 +174,14 @@ class TrustReward(base.RewardFn):
       groups = [[a] for a in ex.answers]
     elif not (isinstance(groups, (list, tuple)) and all(
         isinstance(g, (list, tuple)) and all(isinstance(a, str) for a in g) for g in groups)):
-      raise base.example_error(self.name, i, ex, "meta['answer_groups']",
-                               "is not a list of alias lists of strings")
+      raise reward_fn.example_error(self.name, i, ex, "meta['answer_groups']",
+                                    "is not a list of alias lists of strings")
     if not self.calibrated_gold:
       return [list(g) for g in groups]
     found = meta.get("answers_found")
     if not isinstance(found, (list, tuple)):
-      raise base.example_error(self.name, i, ex, "meta['answers_found']", "is missing",
-                               "calibrated_gold needs the per-document answers_found flags.")
+      raise reward_fn.example_error(self.name, i, ex, "meta['answers_found']", "is missing",
+                                    "calibrated_gold needs the per-document answers_found flags.")
     supported = [any(isinstance(f, (list, tuple)) and g < len(f) and f[g] for f in found)
                  for g in range(len(groups))]
     return [list(g) for g, ok in zip(groups, supported) if ok]
@@ -249,9 +249,9 @@ class TrustReward(base.RewardFn):
     verdicts = np.zeros(0, dtype=bool)
     if pairs:
       premises, hypotheses = zip(*pairs)
-      verdicts = base.check_judge_output(self.name, "nli.entails",
-                                         self.nli.entails(list(premises), list(hypotheses)),
-                                         len(pairs))
+      verdicts = reward_fn.check_judge_output(self.name, "nli.entails",
+                                              self.nli.entails(list(premises), list(hypotheses)),
+                                              len(pairs))
     bad = CITE_BAD if self.bad_citation_penalty else 0.0
     credited: dict[int, set[int]] = {}
     for i, hits, em_pairs, cite in pending:

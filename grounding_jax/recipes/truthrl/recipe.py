@@ -42,6 +42,7 @@ from grounding_jax import judges
 from grounding_jax import text
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.recipes import base
+from grounding_jax.recipes import reward_fn
 from grounding_jax.recipes import gold
 from grounding_jax.recipes.truthrl import judge as truthrl_judge
 from grounding_jax.text import tags
@@ -131,7 +132,7 @@ def _warn_exact_match() -> None:
     logging.warning(_EXACT_MATCH_WARNING, _JUDGE_OPTION)
 
 
-class TruthRLReward(base.RewardFn):
+class TruthRLReward(reward_fn.RewardFn):
   """TruthRL outcome reward. Range [−1, 1] (ternary with abstain_reward in [−1, 1]).
 
   Options: scheme ("ternary" | "binary" | "knowledge_enhanced"), base_scheme (the scheme on non-OOK
@@ -226,9 +227,9 @@ class TruthRLReward(base.RewardFn):
     queries: list[tuple[int, str]] = []
     ook = np.zeros(n, dtype=bool)
     for i, (completion, ex) in enumerate(zip(completions, examples)):
-      golds = base.require_answers(self.name, i, ex)
+      golds = reward_fn.require_answers(self.name, i, ex)
       if self.scheme == "knowledge_enhanced":
-        ook[i] = base.require_meta(self.name, i, ex, "ook", bool)
+        ook[i] = reward_fn.require_meta(self.name, i, ex, "ook", bool)
       outcome, pred = self._classify_without_judge(completion, golds)
       if outcome == "judge":
         queries.append((i, pred))
@@ -236,7 +237,7 @@ class TruthRLReward(base.RewardFn):
       outcomes.append(outcome)
     if queries and not self.exact_match_only:
       idx = [i for i, _ in queries]
-      verdicts = base.check_judge_output(
+      verdicts = reward_fn.check_judge_output(
           self.name, "judge",
           self.judge([examples[i].question for i in idx], [p for _, p in queries],
                      [list(examples[i].answers) for i in idx]), len(idx))
@@ -255,7 +256,7 @@ class TruthRLReward(base.RewardFn):
           reward[i] = self.abstain_reward_answerable
     comp = {k: np.array([o == k for o in outcomes], dtype=np.float64) for k in OUTCOMES}
     if self.reasoning is not None:
-      r_reason = np.asarray(base.require_extra(self.name, extra, "reasoning_scores", n), np.float64)
+      r_reason = np.asarray(reward_fn.require_extra(self.name, extra, "reasoning_scores", n), np.float64)
       if not np.all((r_reason == 0) | (r_reason == 1)):
         raise ValueError(f"reward {self.name!r}: reasoning_scores must be 0/1 per completion.")
       comp["outcome"], comp["reasoning"] = reward, r_reason

@@ -72,25 +72,6 @@ def test_missing_and_corrupt(tmp_path):
     ck.restore(_state(0))
 
 
-def test_restore_subtree_reads_only_the_params(tmp_path):
-  ck = checkpoints.Checkpointer(tmp_path / "ck")
-  s4, s6 = _state(4), _state(6)
-  ck.save(4, s4)
-  ck.save(6, s6)
-  target = {"w": jnp.zeros((4, 3), jnp.bfloat16), "b": jnp.zeros(3, jnp.bfloat16)}
-  params, meta = checkpoints.restore_subtree(ck, target)  # latest; cast to the target's bfloat16
-  assert meta["step"] == 6 and params["w"].dtype == jnp.bfloat16
-  np.testing.assert_array_equal(params["w"], s6["params"]["w"].astype(jnp.bfloat16))
-  params, _ = checkpoints.restore_subtree(ck, jax.tree.map(jnp.float32, target), step=4)
-  np.testing.assert_array_equal(params["b"], s4["params"]["b"])
-  with pytest.raises(FileNotFoundError, match=r"step 5 .*found steps \[4, 6\]"):
-    checkpoints.restore_subtree(ck, target, step=5)
-  with pytest.raises(ValueError, match="holds 2 arrays under"):
-    checkpoints.restore_subtree(ck, {"w": target["w"]})
-  with pytest.raises(ValueError, match="holds 0 arrays under"):
-    checkpoints.restore_subtree(ck, target, prefix="['ref_params']")
-
-
 def test_latest_step_reads_without_creating(tmp_path):
   """checkpoints.latest_step (what launch/sweep.py uses to skip finished runs) agrees with the
   Checkpointer, and on a missing directory answers None without creating it."""

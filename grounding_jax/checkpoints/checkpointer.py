@@ -1,34 +1,10 @@
-"""Orbax checkpoints of a training state: arrays (params, optimizer state, PRNG key) plus JSON metadata,
-with a checksum of every array (checksums.py), written and verified here.
-
-A checkpoint is `<dir>/<step>/` written by an orbax CheckpointManager with two items:
-  arrays  — every leaf of the state pytree, flattened to {"000000": leaf, ...} so that any pytree
-            (nnx.State, optax states, key data) round-trips; restored into the caller's target structure
-            with the target's shardings.
-  meta    — JSON: step, stage, data-iterator position, the flattened leaf paths (to validate structure),
-            each leaf's dtype and 64-bit checksum, and anything else the trainer records.
-Resuming restores all of it, so the run continues exactly where it stopped. The directory may be a
-bucket URI (gs://…): orbax writes through etils.epath (grounding_jax.paths).
-
-What can go wrong, and what happens:
-  - non-finite values in the state: `save` refuses to write (NonFiniteStateError) and keeps the earlier
-    checkpoints, so rotation (`max_to_keep`) only ever drops older finite checkpoints for a newer
-    finite one;
-  - bytes changed on disk (zstd frames carry no checksum: 64 flipped bytes restore as different
-    numbers without error) or an incomplete array file: `restore` raises CheckpointError in one line;
-    `restore_latest_intact` moves such a step aside (`<step>.corrupt`) and falls back to the newest
-    intact step, logging which;
-  - a full file system (ENOSPC) during a write: `save` raises CheckpointSpaceError naming the step's
-    path, the bytes the state needs (its arrays' size before compression) and the bytes free there;
-    the unfinished step's temporary folder is removed, and the earlier checkpoints are kept;
-  - an unwritable directory: the Checkpointer fails when it is made and before each write, in
-    milliseconds, naming the path; writes are synchronous, so a failed write leaves no orbax
-    background thread waiting (asynchronous orbax blocks process exit for its 300 s barrier timeout).
-"""
+"""The Checkpointer: saves a training state as `<dir>/<step>/` (arrays and JSON metadata, through an
+orbax CheckpointManager), restores it verified against its checksums, and on resume falls back past
+damaged steps (restore_latest_intact). The format and what happens when things go wrong: the
+package's doc (grounding_jax/checkpoints/__init__.py)."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
@@ -40,6 +16,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from grounding_jax import paths
+from grounding_jax.checkpoints.errors import (CheckpointError, CheckpointSpaceError,
+                                              CheckpointWriteError, NonFiniteStateError,
+                                              layer_layout_hint, one_line, out_of_space)
 from grounding_jax.checksums import checksums
 
 _ITEMS = ("arrays", "meta")
@@ -55,23 +34,8 @@ def latest_step(directory: str | os.PathLike) -> Optional[int]:
   return max(steps) if steps else None
 
 
-class CheckpointError(ValueError):
-  """A checkpoint on disk is corrupt or incomplete (the message is one line naming its path)."""
-
-
-class CheckpointWriteError(OSError):
-  """Writing a checkpoint failed part-way (orbax's temporary directory is left, never a half step)."""
-
-
-class CheckpointSpaceError(CheckpointWriteError):
-  """The checkpoint's file system ran out of space during a write (the message says how much is needed)."""
-
-
-class NonFiniteStateError(ValueError):
-  """`save` was given a state with NaN or inf values; nothing was written."""
-
-
-def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
+def flatten(tree) -> tuple[dict[str, Any], list[str]]:
+  """The leaves of `tree` as {"000000": leaf, ...} (the saved "arrays" item) and their key paths."""
   leaves_with_paths, _ = jax.tree_util.tree_flatten_with_path(tree)
   arrays = {f"{i:06d}": leaf for i, (_, leaf) in enumerate(leaves_with_paths)}
   paths = [jax.tree_util.keystr(p) for p, _ in leaves_with_paths]
@@ -80,24 +44,6 @@ def _flatten(tree) -> tuple[dict[str, Any], list[str]]:
 
 def _dtype_name(x) -> str:
   return str(getattr(x, "dtype", None) or np.asarray(x).dtype)
-
-
-def _one_line(e: BaseException, limit: int = 240) -> str:
-  """The innermost cause's first line (TensorStore puts a ~60-line spec in its outer messages)."""
-  while e.__cause__ is not None or (e.__context__ is not None and not e.__suppress_context__):
-    e = e.__cause__ or e.__context__
-  lines = str(e).strip().splitlines() or [type(e).__name__]
-  text = lines[0]
-  return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _out_of_space(e: BaseException) -> bool:
-  """Whether `e` or an exception it came from is ENOSPC (Python's OSError, or TensorStore's text)."""
-  while e is not None:
-    if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in str(e):
-      return True
-    e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
-  return False
 
 
 def _nbytes(arrays: Mapping[str, Any]) -> int:
@@ -112,20 +58,6 @@ def _uncommitted(x) -> bool:
   if isinstance(x, jax.ShapeDtypeStruct):
     return x.sharding is None
   return isinstance(x, jax.Array) and not x.committed
-
-
-_PER_LAYER = re.compile(r"\['layers'\]\[\d+\]")  # a list of layers; stacked ones have no index
-
-
-def _layer_layout_hint(saved: list[str], expected: list[str]) -> str:
-  """A fix when the two trees differ in how they hold a transformer's layers (model.scan_layers)."""
-  layout = lambda paths: ("unrolled" if any(_PER_LAYER.search(p) for p in paths) else
-                          "scanned" if any("['layers']" in p for p in paths) else None)
-  was, now = layout(saved), layout(expected)
-  if None in (was, now) or was == now:
-    return ""
-  return (f" The checkpoint's layers are {was} and the model's {now}: set model.scan_layers="
-          f"{was == 'scanned'} to restore it (HF folders load into either layout).")
 
 
 class Checkpointer:
@@ -178,7 +110,7 @@ class Checkpointer:
       CheckpointWriteError: the write failed part-way; the earlier checkpoints are kept.
       CheckpointSpaceError: the same, for want of space (names the bytes needed and free).
     """
-    arrays, paths = _flatten(state)
+    arrays, paths = flatten(state)
     sums, finite = checksums(arrays)
     bad = [p for p, k in zip(paths, arrays) if not finite[k]]
     if bad:
@@ -196,10 +128,10 @@ class Checkpointer:
           arrays=ocp.args.StandardSave(arrays), meta=ocp.args.JsonSave(meta)), force=True)
       self._manager.wait_until_finished()
     except Exception as e:  # pylint: disable=broad-except  (disk full, a vanished mount, ...)
-      if _out_of_space(e):
+      if out_of_space(e):
         raise CheckpointSpaceError(self._space_message(step, _nbytes(arrays))) from e
       raise CheckpointWriteError(f"writing checkpoint {self.directory / str(step)} failed "
-                                 f"({_one_line(e)}); the earlier checkpoints are kept") from e
+                                 f"({one_line(e)}); the earlier checkpoints are kept") from e
 
   def _space_message(self, step: int, needed: int) -> str:
     """Removes step's unfinished folder (orbax's `<step>.orbax-checkpoint-tmp-*`: its space back)
@@ -236,7 +168,7 @@ class Checkpointer:
       return self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
     except Exception as e:  # pylint: disable=broad-except  (orbax raises many types for bad files)
       raise CheckpointError(f"checkpoint {self.directory / str(step)} is corrupt or incomplete "
-                            f"(metadata unreadable: {_one_line(e)})") from e
+                            f"(metadata unreadable: {one_line(e)})") from e
 
   def restore(self, target: Any, step: Optional[int] = None) -> tuple[Any, dict]:
     """Restores checkpoint `step` (default: latest) into the structure, dtypes and shardings of `target`,
@@ -259,13 +191,13 @@ class Checkpointer:
     step = int(meta["step"]) if step is None else step
     where = self.directory / str(step)
     leaves, treedef = jax.tree_util.tree_flatten(target)
-    _, paths = _flatten(target)
+    _, paths = flatten(target)
     if meta.get("leaf_paths") != paths:
       saved = meta.get("leaf_paths") or []
       diff = sorted(set(saved) ^ set(paths))[:5]
       raise ValueError(f"checkpoint {where} holds {len(saved)} arrays but the model/optimizer expects "
                        f"{len(paths)}; differing leaves e.g. {diff}. Was it written by another config?"
-                       + _layer_layout_hint(saved, paths))
+                       + layer_layout_hint(saved, paths))
 
     def abstract(x):
       if _uncommitted(x):  # read to the host, then placed as the target was (see below)
@@ -278,7 +210,7 @@ class Checkpointer:
       restored = self._manager.restore(step, args=ocp.args.Composite(
           arrays=ocp.args.StandardRestore(abstract_arrays)))["arrays"]
     except Exception as e:  # pylint: disable=broad-except
-      line = _one_line(e)
+      line = one_line(e)
       named = re.search(r"\b(\d{6})/", line)  # TensorStore names the flat key; say which leaf it is
       if named and int(named.group(1)) < len(paths):
         line += f" — array {named.group(1)} is {paths[int(named.group(1))]}"
@@ -292,8 +224,8 @@ class Checkpointer:
               for k, x in zip(abstract_arrays, leaves)}
     del restored
     # Verified where the arrays now live: a jitted checksum over host numpy arrays copies each one
-    # in first, which made verifying SmolLM2's state (params + Adam moments, 1.6 GB) ~2.5x slower
-    # than over the placed arrays (bench_grpo_step.py's resumed run: 7.0 s vs 2.9 s, loaded CPU).
+    # in first, which made verifying a large state (params + Adam moments) several times slower
+    # than over the placed arrays (launch/bench_grpo_step.py times a resumed run).
     self._verify(where, meta, values, abstract_arrays, paths)
     values = [values[f"{i:06d}"] for i in range(len(leaves))]
     state = jax.tree_util.tree_unflatten(treedef, values)
@@ -371,56 +303,3 @@ class Checkpointer:
   def close(self) -> None:
     self._manager.wait_until_finished()
     self._manager.close()
-
-
-# ------------------------------------------------------------------------------------------------
-# One part of a saved state (e.g. the policy parameters alone, to evaluate or export a run)
-# ------------------------------------------------------------------------------------------------
-
-
-def restore_subtree(checkpointer: Checkpointer, target: Any, prefix: str = "['params']",
-                    step: Optional[int] = None) -> tuple[Any, dict]:
-  """Restores only the saved leaves under `prefix` into the structure, dtypes and shardings of `target`.
-
-  The trainers save {"params", "opt_state", "rng"[, "ref_params"]}; evaluating or exporting a policy
-  needs "['params']" alone, without rebuilding the optimizer state that `Checkpointer.restore` needs.
-  `save` records every leaf's key path (meta["leaf_paths"]), so the leaves under `prefix` are found by
-  path and read from the checkpoint without touching the others.
-
-  Args:
-    checkpointer: the run's Checkpointer (its public methods find the step and its metadata).
-    target: a pytree like the saved subtree (arrays, or jax.ShapeDtypeStruct with .sharding); saved
-      values are cast to its dtypes (e.g. float32 master weights restored as bfloat16).
-    prefix: the subtree's key path in the saved state, as jax.tree_util.keystr writes it.
-    step: which checkpoint; None = the latest.
-  Returns:
-    (subtree, meta).
-  Raises:
-    FileNotFoundError: no checkpoint (or not that step) under the directory; names the steps there are.
-    ValueError: the saved leaves under `prefix` differ from `target`'s, or the arrays are unreadable.
-  """
-  meta = checkpointer.read_meta(step)
-  where = checkpointer.directory / str(meta["step"])
-  saved = {p[len(prefix):]: i for i, p in enumerate(meta.get("leaf_paths") or [])
-           if p.startswith(prefix)}
-  leaves, treedef = jax.tree_util.tree_flatten(target)
-  _, paths = _flatten(target)
-  if set(saved) != set(paths):
-    diff = sorted(set(saved) ^ set(paths))[:5]
-    raise ValueError(f"checkpoint {where} holds {len(saved)} arrays under {prefix} but the target has "
-                     f"{len(paths)}; differing leaves e.g. {diff}. Was it written for another model?")
-  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  abstract = {f"{saved[p]:06d}": jax.ShapeDtypeStruct(np.shape(x), x.dtype,
-                                                       sharding=getattr(x, "sharding", None) or device)
-              for p, x in zip(paths, leaves)}
-  try:
-    # The "arrays" item of the step's folder, read alone; partial_restore skips the other leaves.
-    with ocp.PyTreeCheckpointer() as reader:
-      restored = reader.restore(where / "arrays", args=ocp.args.PyTreeRestore(
-          item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
-          partial_restore=True))
-  except Exception as e:  # orbax raises many types for truncated/garbled files
-    raise ValueError(f"checkpoint {where} is corrupt or incomplete (arrays unreadable: {e}); "
-                     f"pick an earlier step") from e
-  subtree = jax.tree_util.tree_unflatten(treedef, [restored[f"{saved[p]:06d}"] for p in paths])
-  return subtree, meta
