@@ -22,7 +22,8 @@ venv: $(STAMP)
 
 # Two pytest workers (pytest-xdist): CI has 2 cores, and most tests are single-threaded compiles and
 # dispatch, so one pytest process leaves the second core mostly idle. Each worker imports
-# tests/conftest.py, so each gets its 8 fake devices; they share the compile cache in .cache/jax_tests.
+# tests/conftest.py, so each gets its 8 fake devices; a test whose worker crashed runs once more on a
+# new worker (tests/conftest.py says why).
 # Each worker peaks at ~6 GB resident; TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 

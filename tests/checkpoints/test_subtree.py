@@ -4,19 +4,10 @@ dtypes, and names the steps there are and the leaves that differ."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from grounding_jax import checkpoints
-
-
-def _state(seed):
-  k = jax.random.key(seed)
-  params = {"w": jax.random.normal(k, (4, 3)), "b": jnp.arange(3.0)}
-  opt = optax.adamw(1e-3)
-  opt_state = opt.init(params)
-  _, opt_state = opt.update(params, opt_state, params), opt_state
-  return {"params": params, "opt_state": opt_state, "rng": jax.random.key_data(jax.random.key(seed))}
+from test_checkpointer import _state  # a small trained-looking state: params, Adam moments, rng
 
 
 def test_restore_subtree_reads_only_the_params(tmp_path):
