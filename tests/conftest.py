@@ -34,8 +34,8 @@ from grounding_jax.parallel import compile_cache  # noqa: E402
 
 # The persistent compilation cache is off in tests unless GROUNDING_JAX_COMPILE_CACHE names a folder
 # (e.g. <repo>/.cache/jax_tests for repeated local runs; subprocesses inherit the choice): one of the
-# XLA:CPU crashes below was in serialising a program for it, and the suite took 714 s without it at
-# optimisation level 0 (838 s before, with it, at XLA's default level). tests/parallel/
+# XLA:CPU crashes below was in serialising a program for it, and at optimisation level 0 the suite
+# is faster without it than it was with it (docs/benchmarks.md). tests/parallel/
 # test_compile_cache.py still checks the cache itself, in its own processes.
 os.environ.setdefault(compile_cache.ENV_VAR, "off")
 _COMPILE_CACHE = compile_cache.enable(pathlib.Path(__file__).parents[1] / ".cache" / "jax_tests")
