@@ -205,7 +205,7 @@ class Collector:
     values = dict(scored.values)
     if c.dapo.overlong_shaping:  # DAPO Eq. 13, added to the reward before normalisation
       pen = reward_fn.overlong_penalty(sampled, c.rollout.max_new_tokens, c.dapo.overlong_buffer,
-                                          c.dapo.overlong_factor)
+                                       c.dapo.overlong_factor)
       values["overlong"] = pen
       values["reward"] = values["reward"] + pen
     for e in scored.errors[:5]:
