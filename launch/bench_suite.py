@@ -47,6 +47,13 @@ _STAGES = flags.DEFINE_list("stages", ["sampler_ours", "sampler_peer", "grpo_our
                             "Which stages to run, in order.")
 _TIMEOUTS = flags.DEFINE_list("timeouts", ["110", "100", "160", "110"],
                               "Seconds per stage of --stages, in order.")
+_DEADLINE = flags.DEFINE_float("deadline_s", 0, "> 0: the whole suite ends within this many seconds "
+                               "(a lease): each stage gets min(its timeout, the time left), and a "
+                               "stage with under 30 s left is skipped.")
+_PROFILE_DIR = flags.DEFINE_string("profile_dir", None, "Also write a jax.profiler trace of one "
+                                   "steady GRPO step of grpo_ours here (sampling and update): the "
+                                   "last of its 4 steps, so the median of steps 2-4 is an untraced "
+                                   "one.")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -62,10 +69,12 @@ def stage_commands() -> dict[str, list[str]]:
              f"--max_new_tokens={_NEW.value}", "--repeats=2"]
   grpo = [sys.executable, str(ROOT / "launch" / "bench_grpo_step.py"), *common,
           f"--prompts={_PROMPTS.value}", f"--group_size={_GROUP.value}",
-          f"--max_new_tokens={_NEW.value}", f"--micro_batch_size={_MICRO.value}", "--steps=3",
+          f"--max_new_tokens={_NEW.value}", f"--micro_batch_size={_MICRO.value}", "--steps=4",
           "--resume=false"]
+  traced = ([f"--profile_dir={_PROFILE_DIR.value}", "--profile_step=4"]
+            if _PROFILE_DIR.value else [])
   return {"sampler_ours": sampler + ["--hf=false"], "sampler_peer": sampler + ["--ours=false"],
-          "grpo_ours": grpo + ["--trl=false"], "grpo_trl": grpo + ["--ours=false", "--trl=true"],
+          "grpo_ours": grpo + ["--trl=false"] + traced, "grpo_trl": grpo + ["--ours=false", "--trl=true"],
           "sampler_xla": sampler + ["--hf=false", "--attention=xla"],
           "grpo_xla": grpo + ["--trl=false", "--attention=xla"]}
 
@@ -162,11 +171,20 @@ def main(argv):
   out = pathlib.Path(_OUT.value)
   out.mkdir(parents=True, exist_ok=True)
   commands = stage_commands()
-  results = {}
+  unknown = [name for name in _STAGES.value if name not in commands]
+  if unknown:
+    raise app.UsageError(f"--stages: unknown {unknown}; expected some of {list(commands)}")
+  start, results = time.perf_counter(), {}
   for name, timeout in zip(_STAGES.value, _TIMEOUTS.value):
-    if name not in commands:
-      raise app.UsageError(f"--stages: unknown stage {name!r}; expected some of {list(commands)}")
-    results[name] = run_stage(name, commands[name], float(timeout), out)
+    timeout = float(timeout)
+    if _DEADLINE.value > 0:
+      timeout = min(timeout, _DEADLINE.value - (time.perf_counter() - start))
+      if timeout < 30:
+        print(f"[{name}] skipped: {timeout:.0f}s left of --deadline_s={_DEADLINE.value:.0f}",
+              flush=True)
+        results[name] = None
+        continue
+    results[name] = run_stage(name, commands[name], timeout, out)
   (out / "results.json").write_text(json.dumps(results, indent=1))
   text = table(results)
   (out / "table.md").write_text(text + "\n")

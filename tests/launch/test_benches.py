@@ -94,3 +94,32 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
           "cudnn (decode, grouped cache prefix: xla) | with 'xla': 30,000 tokens/s, step 5.00 s "
           "(update 3.90) |") in text
   assert len(text.splitlines()) == 11
+
+
+def test_suite_deadline_shortens_and_skips_stages_and_profile_traces_grpo_ours(monkeypatch, tmp_path):
+  """--deadline_s: each stage gets min(its timeout, the time left), a stage with under 30 s left is
+  skipped (its row empty); --profile_dir reaches grpo_ours alone, tracing the last of its 4 steps."""
+  from absl.testing import flagsaver
+  suite = launch_script.load("bench_suite", "launch_bench_suite")
+  clock, calls = [0.0], []
+
+  def fake_stage(name, cmd, timeout, out):
+    calls.append((name, timeout, cmd))
+    clock[0] += 50.0
+    return {"stage": name}
+
+  monkeypatch.setattr(suite, "run_stage", fake_stage)
+  monkeypatch.setattr(suite.time, "perf_counter", lambda: clock[0])
+  with flagsaver.flagsaver(recipe="grace", out=str(tmp_path), deadline_s=120.0,
+                           profile_dir=str(tmp_path / "trace"),
+                           stages=["sampler_ours", "grpo_ours", "grpo_trl"],
+                           timeouts=["100", "100", "100"]):
+    suite.flags.FLAGS.mark_as_parsed()
+    suite.main(["bench_suite"])
+  assert [(name, timeout) for name, timeout, _ in calls] == [("sampler_ours", 100.0),
+                                                             ("grpo_ours", 70.0)]
+  assert json.loads((tmp_path / "results.json").read_text())["grpo_trl"] is None
+  grpo = calls[1][2]
+  assert f"--profile_dir={tmp_path / 'trace'}" in grpo and "--profile_step=4" in grpo
+  assert [a for a in grpo if a.startswith("--steps=")] == ["--steps=4"]
+  assert not any(a.startswith("--profile") for a in calls[0][2])
