@@ -191,9 +191,14 @@ def _cudnn(q_bthd, k, v, mask_bts, *, kv_layout, prefix, query_chunk, library="c
     k, v, mask_bts = _prepend_prefix(k, v, mask_bts, *prefix)
   if kv_layout == "bksd":
     k, v = k.swapaxes(1, 2), v.swapaxes(1, 2)
-  out = jax.nn.dot_product_attention(q_bthd, k, v, mask=mask_bts[:, None],
+  # A query with no key allowed (padding) attends to every key here and gets zeros below, as in
+  # `_xla`. Left fully masked, its logsumexp underflows, and cuDNN's backward pass then gives NaN
+  # for dQ (seen on an H200: every update of the 1.5 B bench non-finite; the same failure as
+  # pytorch/pytorch#196678 for key counts = 64 mod 128), which the shared weights spread everywhere.
+  keyless = ~mask_bts.any(-1)                                            # [rows, T]
+  out = jax.nn.dot_product_attention(q_bthd, k, v, mask=(mask_bts | keyless[..., None])[:, None],
                                      implementation=library)
-  return out.astype(v.dtype)
+  return jnp.where(keyless[..., None, None], 0, out).astype(v.dtype)
 
 
 def _cudnn_runs_xla(q_bthd, kv_layout: str, prefix) -> bool:
