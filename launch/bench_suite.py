@@ -17,6 +17,9 @@ stage that fails or times out leaves its row empty, never the whole table. The s
   grpo_trl      the same step with TRL's GRPOTrainer (needs `pip install -e ".[bench]"`)
   sampler_xla, grpo_xla   (not by default) ours again with model.attention='xla', for the fused
                 attention kernel's before/after on one card ("auto" is cuDNN on a GPU)
+  sampler_cublas, grpo_cublas   (not by default) ours again with XLA's Triton GEMMs off
+                (XLA_FLAGS+=--xla_gpu_enable_triton_gemm=false: cuBLAS runs every GEMM; on an
+                H200 the decode's Triton projection GEMMs read weights at ~42 % of bandwidth)
 The default timeouts sum to 8 minutes; on an H100 / H200 the 1.5 B shape takes ~6.
 """
 
@@ -76,7 +79,13 @@ def stage_commands() -> dict[str, list[str]]:
   return {"sampler_ours": sampler + ["--hf=false"], "sampler_peer": sampler + ["--ours=false"],
           "grpo_ours": grpo + ["--trl=false"] + traced, "grpo_trl": grpo + ["--ours=false", "--trl=true"],
           "sampler_xla": sampler + ["--hf=false", "--attention=xla"],
-          "grpo_xla": grpo + ["--trl=false", "--attention=xla"]}
+          "grpo_xla": grpo + ["--trl=false", "--attention=xla"],
+          "sampler_cublas": sampler + ["--hf=false"], "grpo_cublas": grpo + ["--trl=false"]}
+
+
+# Stages that run with more XLA flags (appended to the caller's XLA_FLAGS).
+STAGE_XLA_FLAGS = {"sampler_cublas": "--xla_gpu_enable_triton_gemm=false",
+                   "grpo_cublas": "--xla_gpu_enable_triton_gemm=false"}
 
 
 def run_stage(name: str, cmd: list[str], timeout: float, out: pathlib.Path) -> dict | None:
@@ -84,6 +93,8 @@ def run_stage(name: str, cmd: list[str], timeout: float, out: pathlib.Path) -> d
   env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
              TOKENIZERS_PARALLELISM="false", PYTHONPATH=os.pathsep.join(
                  [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+  if name in STAGE_XLA_FLAGS:
+    env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS"), STAGE_XLA_FLAGS[name]) if f)
   start = time.perf_counter()
   with open(out / f"{name}.log", "w") as log:
     try:
@@ -130,6 +141,12 @@ def table(results: dict) -> str:
        f"with 'xla': {_num(get('sampler_xla', 'ours', 'tokens_per_s'), '{:,.0f}')} tokens/s, step "
        f"{_num(get('grpo_xla', 'ours', 'step_s'))} s (update {_num(get('grpo_xla', 'ours', 'update_s'))})",
        ""),
+      ("every GEMM on cuBLAS (XLA's Triton GEMMs off)",
+       f"{_num(get('sampler_cublas', 'ours', 'tokens_per_s'), '{:,.0f}')} tokens/s, decode "
+       f"{_num(get('sampler_cublas', 'ours', 'decode_ms_per_step'))} ms/step = "
+       f"{_pct(get('sampler_cublas', 'ours', 'decode_roofline_fraction'))}; step "
+       f"{_num(get('grpo_cublas', 'ours', 'step_s'))} s (update "
+       f"{_num(get('grpo_cublas', 'ours', 'update_s'))})", "", ""),
       (f"sampler {prompts} × G{run.get('group_size', '?')} × {run.get('new_tokens', '?')}: tokens/s", _num(s_ours, "{:,.0f}"),
        f"transformers generate {_num(s_peer, '{:,.0f}')}", ratio(s_ours, s_peer)),
       ("decode ms/step", f"{_num(get('sampler_ours', 'ours', 'decode_ms_per_step'))} = "

@@ -83,6 +83,9 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
       "grpo_trl": None,
       "sampler_xla": dict(case="5x16", ours=dict(tokens_per_s=30000.0)),
       "grpo_xla": dict(ours=dict(step_s=5.0, update_s=3.9)),
+      "sampler_cublas": dict(ours=dict(tokens_per_s=40000.0, decode_ms_per_step=2.0,
+                                       decode_roofline_fraction=0.6)),
+      "grpo_cublas": None,
   }
   text = suite.table(results)
   assert "| sampler 16 × G8 × 256: tokens/s | 35,699 | transformers generate 3,567 | 10.0× |" in text
@@ -93,7 +96,9 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
   assert ("| attention kernel (sampler / update) | cudnn (decode, grouped cache prefix: xla) / "
           "cudnn (decode, grouped cache prefix: xla) | with 'xla': 30,000 tokens/s, step 5.00 s "
           "(update 3.90) |") in text
-  assert len(text.splitlines()) == 11
+  assert ("| every GEMM on cuBLAS (XLA's Triton GEMMs off) | 40,000 tokens/s, decode 2.00 ms/step = "
+          "60.0 %; step — s (update —) |") in text
+  assert len(text.splitlines()) == 12
 
 
 def test_suite_deadline_shortens_and_skips_stages_and_profile_traces_grpo_ours(monkeypatch, tmp_path):
@@ -123,3 +128,21 @@ def test_suite_deadline_shortens_and_skips_stages_and_profile_traces_grpo_ours(m
   assert f"--profile_dir={tmp_path / 'trace'}" in grpo and "--profile_step=4" in grpo
   assert [a for a in grpo if a.startswith("--steps=")] == ["--steps=4"]
   assert not any(a.startswith("--profile") for a in calls[0][2])
+
+
+def test_suite_cublas_stages_add_their_xla_flag(monkeypatch, tmp_path):
+  """sampler_cublas / grpo_cublas run ours with XLA_FLAGS += the Triton-GEMM switch, keeping the
+  caller's flags; other stages get the caller's XLA_FLAGS unchanged."""
+  suite = launch_script.load("bench_suite", "launch_bench_suite")
+  seen = {}
+
+  def fake_run(cmd, stdout, stderr, env, cwd, timeout):
+    seen[pathlib.Path(stdout.name).stem] = env.get("XLA_FLAGS")
+    return subprocess.CompletedProcess(cmd, 0)
+
+  monkeypatch.setattr(suite.subprocess, "run", fake_run)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+  for name in ("sampler_cublas", "sampler_ours"):
+    assert suite.run_stage(name, ["true"], 10.0, tmp_path) is None
+  assert seen == {"sampler_cublas": "--xla_dump_to=/tmp/x --xla_gpu_enable_triton_gemm=false",
+                  "sampler_ours": "--xla_dump_to=/tmp/x"}
