@@ -1,6 +1,7 @@
 """Models that answered the same questions, compared: paired-bootstrap intervals of each model's
 difference to the first (eval/bootstrap.py) on the recipe's headline metric, the reward, the
-selective-prediction metrics, answer EM / F1 and the two answerability sides.
+selective-prediction metrics, answer EM / F1, the two answerability sides and, for multi-turn
+evaluations, the search metrics (searches, searching share, gold recall).
 
     results = [evaluate_model(start, ...), evaluate_model(trained, ...)]   # eval/harness.py
     intervals = compare(results, settings.recipe)   # [{}, {metric: Interval}]
@@ -17,15 +18,16 @@ from grounding_jax.eval import bootstrap
 from grounding_jax.eval import metrics as metrics_lib
 from grounding_jax.eval import selective
 from grounding_jax.eval.harness import ModelResult
+from grounding_jax.sampling import multiturn
 
 
 def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: int = 10_000,
             seed: int = 0, confidence: float = 0.95) -> list[dict[str, bootstrap.Interval]]:
   """For each model after the first: paired-bootstrap intervals of its difference to the first on
   the recipe's headline metric, the reward, the selective-prediction metrics (eval/selective.py:
-  coverage, selective_accuracy, aurc, balanced_accuracy), answer_em / answer_f1 and the two sides
-  (accuracy_answerable, abstention_unanswerable), {metric: Interval}; the first model's
-  entry is {}."""
+  coverage, selective_accuracy, aurc, balanced_accuracy), answer_em / answer_f1, the two sides
+  (accuracy_answerable, abstention_unanswerable) and, where both evaluations called a tool, the
+  search/ metrics, {metric: Interval}; the first model's entry is {}."""
   recipe = recipes.get_recipe(recipe_name)
   headline = recipe.headline_metric
   first = results[0]
@@ -47,6 +49,9 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
                                              metrics_lib.answer_summary, **kw),
                **bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
                                              _sides, **kw)}
+    if "searches" in r.per_example and "searches" in first.per_example:  # multi-turn evaluations
+      subsets.update(bootstrap.paired_bootstraps(_search_columns(first), _search_columns(r),
+                                                 _search_summary, **kw))
     # Only where the questions have the subset (no unanswerable items: no abstention side).
     entry.update({k: v for k, v in subsets.items() if not np.isnan(v.difference)})
     out.append(entry)
@@ -62,6 +67,19 @@ def _selective_columns(result: ModelResult) -> dict[str, np.ndarray]:
 def _answer_columns(result: ModelResult) -> dict[str, np.ndarray]:
   """The per-example columns metrics_lib.answer_summary reads."""
   return {k: result.per_example[k] for k in ("item_answerable",) + metrics_lib.ANSWER_METRICS}
+
+
+def _search_columns(result: ModelResult) -> dict[str, np.ndarray]:
+  """The per-example tool-call columns of a multi-turn evaluation (eval/harness.py)."""
+  return {k: np.asarray(result.per_example[k], np.float64) for k in ("searches", "gold_recall")}
+
+
+def _search_summary(per: Mapping[str, np.ndarray]) -> dict[str, float]:
+  """The sampler's search/ metrics (sampling/multiturn.tool_metrics) of these rows; gold recall
+  NaN where none of them has a gold passage id."""
+  m = multiturn.tool_metrics(per["searches"], per["gold_recall"])
+  m.setdefault("search/gold_recall", float("nan"))
+  return m
 
 
 def _sides(per: Mapping[str, np.ndarray]) -> dict[str, float]:

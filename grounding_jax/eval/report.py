@@ -82,10 +82,11 @@ def _markdown_table(results: Sequence[ModelResult],
 
 def table(recipe_name: str, results: Sequence[ModelResult],
           intervals: Sequence[Mapping[str, bootstrap.Interval]]) -> str:
-  """The markdown table (one row per model): the recipe's columns, then Δ headline, Δ reward and
-  Δ answer F1 on answerable items."""
+  """The markdown table (one row per model): the recipe's columns, then Δ headline, Δ reward,
+  Δ answer F1 on answerable items and, for multi-turn evaluations, Δ searching and Δ gold recall."""
   recipe = recipes.get_recipe(recipe_name)
-  deltas = list(dict.fromkeys([recipe.headline_metric, "reward", "answer_f1"]))
+  deltas = list(dict.fromkeys([recipe.headline_metric, "reward", "answer_f1",
+                               "search/searching_frac", "search/gold_recall"]))
   return _markdown_table(results, intervals, columns(recipe_name, results), deltas)
 
 

@@ -3,6 +3,7 @@ gradient at their logits), the length penalties count the policy's tokens only, 
 metrics are logged; a missing tool is named before anything runs."""
 
 import copy
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -142,3 +143,16 @@ def test_evaluation_samples_several_turns_and_reports_the_search_metrics(tiny_ch
   assert result.metrics["search/searching_frac"] == pytest.approx(2 / 3)
   assert result.metrics["search/gold_recall"] == pytest.approx(0.5)
   assert result.records[2]["completion"].endswith(" info wax finish")
+  # Compared with a model that never searched (the same rows, its calls removed): paired intervals
+  # of the search metrics, and their Δ columns in the report's table.
+  from grounding_jax.eval import comparison, report  # pylint: disable=g-import-not-at-top
+  per = result.per_example
+  silent = dataclasses.replace(result, name="silent", per_example={
+      **per, "searches": np.zeros_like(per["searches"]),
+      "gold_recall": np.where(np.isnan(per["gold_recall"]), np.nan, 0.0)})
+  iv = comparison.compare([result, silent], "naive", n_resamples=200)[1]
+  assert iv["search/searching_frac"].difference == pytest.approx(-2 / 3)
+  assert iv["search/calls_per_completion"].difference == pytest.approx(-1.0)
+  assert iv["search/gold_recall"].difference == pytest.approx(-0.5)
+  assert iv["search/searching_frac"].low <= -2 / 3 <= iv["search/searching_frac"].high
+  assert "Δsearching vs first" in report.table("naive", [result, silent], [{}, iv])
