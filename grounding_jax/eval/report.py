@@ -129,7 +129,7 @@ def markdown(recipe_name: str, results: Sequence[ModelResult],
   if any(k.startswith("search/") for k in first):
     notes.append("searching = share of completions that called the tool at least once; searches = "
                  "tool calls per completion; gold recall = share of a question's gold passages "
-                 "among the passages its calls retrieved (by passage id; questions with gold "
+                 "among the passages its calls retrieved (by passage id or text; questions with gold "
                  "passages). From the calls the rollout ran, not from the completion's text.")
   lines += [f"- {note}" for note in notes]
   lines += ["", "## Selective prediction", "", selective_table(results, intervals), "",

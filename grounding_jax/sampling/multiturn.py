@@ -296,28 +296,35 @@ class _Turns:
         tool_calls=[list(row.calls) for row in rows])
 
 
-def gold_ids(example) -> set[str]:
-  """The ids (Passage.id) of an Example's gold passages (gold_passage_ids are 1-indexed positions
-  in its passages); those without an id are left out."""
+def gold_passages(example) -> list:
+  """An Example's gold passages (gold_passage_ids are 1-indexed positions in its passages) that
+  retrieval recall can look for: those with an id."""
   passages = getattr(example, "passages", ()) or ()
-  return {passages[i - 1].id for i in (getattr(example, "gold_passage_ids", ()) or ())
-          if 0 < i <= len(passages) and passages[i - 1].id}
+  return [passages[i - 1] for i in dict.fromkeys(getattr(example, "gold_passage_ids", ()) or ())
+          if 0 < i <= len(passages) and passages[i - 1].id]
+
+
+def _same_text(text: str) -> str:
+  return " ".join(str(text).split())
 
 
 def tool_call_stats(rollout) -> tuple[np.ndarray, np.ndarray]:
   """Per row of a rollout (anything with `tool_calls` and `row_examples()`): (executed calls
-  int [N], recall of the example's gold passages float [N]: the share of their ids (`gold_ids`)
-  among the ToolResult.doc_ids its calls retrieved; NaN where the example has no gold passage id).
-  A one-turn rollout has no calls (zeros; recall 0 where gold passages exist)."""
+  int [N], recall of the example's gold passages float [N]: the share of them (`gold_passages`)
+  its calls retrieved — by id (ToolResult.doc_ids) or by text (doc_texts, whitespace aside: a
+  paragraph shared by questions is in a corpus once, under one id); NaN where the example has no
+  gold passage with an id). A one-turn rollout has no calls (zeros; recall 0 where gold exists)."""
   examples = rollout.row_examples()
   calls = rollout.tool_calls or [[] for _ in examples]
   counts = np.array([len(c) for c in calls], np.int32)
   recall = np.full(len(examples), np.nan)
   for i, (ex, row_calls) in enumerate(zip(examples, calls)):
-    gold = gold_ids(ex)
+    gold = gold_passages(ex)
     if gold:
-      found = {str(d) for call in row_calls for d in call.result.doc_ids}
-      recall[i] = len(gold & found) / len(gold)
+      ids = {str(d) for call in row_calls for d in call.result.doc_ids}
+      texts = {_same_text(t) for call in row_calls for t in call.result.doc_texts}
+      found = sum(p.id in ids or _same_text(p.text) in texts for p in gold)
+      recall[i] = found / len(gold)
   return counts, recall
 
 

@@ -19,6 +19,9 @@ class ToolResult:
   text: str                       # goes between the result tags (formatted passages)
   doc_ids: tuple[str, ...] = ()   # the retrieved passages' ids: retrieval recall of the gold passage
   error: str = ""                 # non-empty when the call failed and on_error chose to go on
+  # The retrieved passages' texts: recall also finds a gold passage stored under another id (a
+  # paragraph shared by questions sits in a corpus once, under one of its ids).
+  doc_texts: tuple[str, ...] = ()
 
 
 class Tool(Protocol):

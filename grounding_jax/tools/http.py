@@ -138,7 +138,8 @@ class HttpRetriever:
         return [results.get(q, failed) for q in queries]
       for q, passages in zip(todo, found):
         results[q] = ToolResult(text=retriever_lib.format_passages(passages),
-                                doc_ids=tuple(p.id for p in passages))
+                                doc_ids=tuple(p.id for p in passages),
+                                doc_texts=tuple(p.text for p in passages))
         self.cache.put((q, self.top_k), results[q])
     return [results[q] for q in queries]
 

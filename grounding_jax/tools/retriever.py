@@ -89,7 +89,8 @@ class RetrieverTool:
         self.retriever.index(self.passages)
         self._indexed = True
     found = [self.passages[i] for i, _ in self.retriever.search(query, min(self.top_k, len(self.passages)))]
-    return ToolResult(text=format_passages(found), doc_ids=tuple(p.id for p in found))
+    return ToolResult(text=format_passages(found), doc_ids=tuple(p.id for p in found),
+                      doc_texts=tuple(p.text for p in found))
 
   def __call__(self, queries: Sequence[str]) -> list[ToolResult]:
     out = []

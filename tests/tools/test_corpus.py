@@ -91,3 +91,30 @@ def test_the_real_samples_paragraphs_once_each(tmp_path):
   corpus.write_corpus(tmp_path / "real.jsonl", passages)
   assert corpus.read_corpus(tmp_path / "real.jsonl") == passages
   assert json.loads((tmp_path / "real.jsonl").read_text().splitlines()[0]).keys() == {"id", "title", "text"}
+
+
+def test_gold_recall_finds_a_shared_paragraph_stored_under_another_questions_id():
+  """real_corpus keeps a paragraph shared by two questions once, under the first one's id; the
+  second question's gold passage still counts as retrieved (by its text), and a miss stays a miss."""
+  import types  # pylint: disable=g-import-not-at-top
+  from grounding_jax.data import retrieval  # pylint: disable=g-import-not-at-top
+  from grounding_jax.data.schema import Example  # pylint: disable=g-import-not-at-top
+  from grounding_jax.sampling import multiturn  # pylint: disable=g-import-not-at-top
+  from grounding_jax.tools import retriever  # pylint: disable=g-import-not-at-top
+  shared = "The Rhine flows through Basel and Cologne before the North Sea."
+  other = Passage(text="Lyon lies where the Rhone meets the Saone.", title="Lyon", id="q2-0")
+  first = Example(question="Which river flows through Basel?", answers=("Rhine",),
+                  passages=(Passage(text=shared, title="Rhine", id="q1-0"),), gold_passage_ids=(1,))
+  second = Example(question="Where does the Rhine reach the sea?", answers=("North Sea",),
+                   passages=(other, Passage(text=shared, title="Rhine", id="q2-1")),
+                   gold_passage_ids=(2,))
+  passages = corpus.real_corpus([first, second])
+  assert [p.id for p in passages] == ["q1-0", "q2-0"]  # the shared paragraph under q1's id
+  tool = retriever.RetrieverTool(passages, retrieval.BM25Retriever(), top_k=1)
+  hit, miss = tool(["Rhine Basel Cologne North Sea", "Lyon Rhone Saone"])
+  assert hit.doc_ids == ("q1-0",) and miss.doc_ids == ("q2-0",)
+  call = lambda result: types.SimpleNamespace(result=result)
+  rollout = types.SimpleNamespace(row_examples=lambda: [first, second, second],
+                                  tool_calls=[[call(hit)], [call(hit)], [call(miss)]])
+  counts, recall = multiturn.tool_call_stats(rollout)
+  assert counts.tolist() == [1, 1, 1] and recall.tolist() == [1.0, 1.0, 0.0]

@@ -45,7 +45,8 @@ def test_bm25_tool_formats_results_as_search_r1():
   assert result == ToolResult(
       text="Doc 1(Title: Veltria) The capital of Veltria is Orsk.\n"
            "Doc 2(Title: Veltria) Veltria signed a trade treaty with Norland.",
-      doc_ids=("v1", "v2"))
+      doc_ids=("v1", "v2"), doc_texts=("The capital of Veltria is Orsk.",
+                                       "Veltria signed a trade treaty with Norland."))
   # What the sampler inserts after </search> (Search-R1's blank lines around the block).
   assert ToolFormat().wrap(result).startswith("\n\n<information>Doc 1(Title: Veltria)")
 
