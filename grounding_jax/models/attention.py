@@ -36,9 +36,9 @@ asking for it elsewhere raises a ValueError naming `model.attention`. "auto" run
 where those hold (`cudnn_unsupported` says why not), else "xla"; "xla" on CPU and TPU. No Pallas
 kernel is wired in yet: TPU splash attention takes a static mask and segment ids rather than the
 [rows, T, S] mask the model builds, the TPU flash kernel takes a bias but not grouped-query heads,
-and neither can be checked without a TPU. Only "xla" runs on CPU; tests/models/test_attention.py checks "cudnn"'s own
-code (layouts, prefix, fallbacks) on CPU with JAX's "xla" implementation in cuDNN's place, and
-cuDNN itself only where a GPU is present.
+and neither can be checked without a TPU. Only "xla" runs on CPU; tests/models/
+test_attention_cudnn.py checks "cudnn"'s own code (layouts, prefix, fallbacks) on CPU with JAX's
+"xla" implementation in cuDNN's place, and cuDNN itself only where a GPU is present.
 """
 
 from __future__ import annotations
