@@ -115,7 +115,7 @@ GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 
 # accuracy; the previous default is `:group`.
 EVIDENCE_CONTRAST = "gold_removed"
 ABSTAIN_REWARD_ANSWERABLE = -0.5
-PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast")
+PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual")
 # `:key=value` presets: world=N (the world seed); abstain_answerable=X (TruthRL's reward for an
 # abstention whose passages hold the answer, recipes/truthrl: abstain_reward_answerable; 0 = the
 # paper's).
@@ -230,6 +230,12 @@ def get_config(arg=None):
   c = grpo_config(seed)
   if "group" in parts and "contrast" in parts:
     raise ValueError(f"configs/demo.py:{arg}: group and contrast exclude each other")
+  if "dual" in parts and ("group" in parts or "contrast" in parts):
+    raise ValueError(f"configs/demo.py:{arg}: dual goes with the default contrast groups, not with "
+                     "group or contrast")
+  if "dual" in parts:  # the paper's reward, its abstention priced by dual ascent (rl/abstention.py)
+    c.reward.functions[0].options.abstain_reward_answerable = 0.0
+    c.abstention.control = "dual"
   if "group" in parts or "contrast" in parts:  # the paper's reward (no price on over-refusal)
     c.reward.functions[0].options.abstain_reward_answerable = 0.0
   if "group" in parts:  # before issue 34: one group per prompt, 5 + 3 prompts a step

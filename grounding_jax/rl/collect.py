@@ -30,6 +30,7 @@ import numpy as np
 from grounding_jax.data import contrast as contrast_lib
 from grounding_jax.recipes import base as recipes_base
 from grounding_jax.recipes import reward_fn
+from grounding_jax.rl import abstention as abstention_lib
 from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import host_batch
@@ -172,16 +173,21 @@ class Collector:
     prompt_fn: Example -> prompt text.
     settings: the rollout's sampling settings (group_size G/k with k evidence conditions).
     contrast: the stage's evidence-contrast groups, or None (a group is one prompt's G samples).
+    prices: the stage's abstention prices (rl/abstention.py, config section `abstention`), or None.
   """
 
   def __init__(self, view: ml_collections.ConfigDict, recipe: recipes_base.Recipe, tokenizer, mesh,
                hosts: host_batch.HostBatches, pool: reward_pool.RewardPool,
                prompt_fn: Callable[[Any], str], settings: rollout_lib.SamplingSettings,
-               contrast: EvidenceContrast | None = None):
+               contrast: EvidenceContrast | None = None,
+               prices: abstention_lib.AbstentionPrices | None = None):
     self.c, self.recipe, self.tokenizer, self.mesh, self.hosts = view, recipe, tokenizer, mesh, hosts
     self.pool, self.prompt_fn, self.settings = pool, prompt_fn, settings
     self.options = view.rollout.options.to_dict()
-    self.contrast = contrast
+    self.contrast, self.prices = contrast, prices
+    if prices is not None and not recipe.abstention_component:
+      raise ValueError(f"abstention.control={view.abstention.control!r} needs a recipe whose reward "
+                       f"marks an abstention (Recipe.abstention_component); {recipe.name!r} has none")
     k = len(contrast.conditions) if contrast else 1
     if settings.group_size * k != view.rollout.group_size:
       raise ValueError(f"{k} evidence condition(s) × {settings.group_size} samples per prompt != "
@@ -239,6 +245,8 @@ class Collector:
     merged = rollout_lib.concat([r.rollout for r in rounds],
                                 pad_id=int(self.tokenizer.pad_token_id or 0))
     values = {k: np.concatenate([r.values[k] for r in rounds]) for k in rounds[0].values}
+    if self.prices is not None:  # before the advantages (and the groups' variance) see them
+      metrics.update(self._price_abstentions(values, merged))
     rewards = values["reward"]
     informative = ~adv_lib.zero_variance_groups(rewards, g, c.dapo.std_tolerance)
     groups = select_groups(usable, informative, want) if c.dapo.dynamic_sampling else np.arange(want)
@@ -260,6 +268,22 @@ class Collector:
     metrics["dapo/kept_informative_frac"] = float(self.hosts.gather(informative[groups]).mean())
     return GroupBatch(batch_ro, advantages.astype(np.float32), loss_mask, metrics, t_sample, t_reward,
                       {k: v[rows] for k, v in values.items()})
+
+  def _price_abstentions(self, values: dict, rollout: rollout_lib.Rollout) -> dict:
+    """Updates the abstention prices from this step's rows (all hosts') and shapes `values`'
+    reward with them in place; the shift each row got is kept as values["abstention_shift"]."""
+    component = self.recipe.abstention_component
+    marks = abstention_lib.component_values(values, component)
+    if marks is None:
+      raise ValueError(f"abstention.control: the rewards have no component {component!r} (the "
+                       f"abstention mark of recipe {self.recipe.name!r}); they have "
+                       f"{sorted(values)}")
+    abstained, answerable = marks > 0.5, _answerable_labels(rollout)
+    self.prices.update(self.hosts.gather(abstained), self.hosts.gather(answerable))
+    shaped = self.prices.shape(values["reward"], abstained, answerable)
+    values["abstention_shift"] = shaped - values["reward"]
+    values["reward"] = shaped
+    return self.prices.metrics()
 
   def _round_metrics(self, rnd: _Round) -> dict:
     g = self.c.rollout.group_size  # an advantage group's rows (a contrast group's, when on)

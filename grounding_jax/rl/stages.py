@@ -28,6 +28,7 @@ from flax import nnx
 from grounding_jax import metrics_writer
 from grounding_jax import perf as perf_lib
 from grounding_jax import recipes
+from grounding_jax.rl import abstention
 from grounding_jax.rl import collect
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import host_batch
@@ -137,8 +138,9 @@ class Stage:
       return run.datasets[self.name]
     return setup.load_stage_examples(self.spec.data)
 
-  def start(self, run: Run, position: int, params, rest) -> "Stage":
-    """Builds the parts a step runs, the stage's data stream at `position` (examples handed out)."""
+  def start(self, run: Run, position: int, params, rest, saved: dict | None = None) -> "Stage":
+    """Builds the parts a step runs, the stage's data stream at `position` (examples handed out);
+    `saved`: the meta of the checkpoint a mid-stage resume continues from (its abstention prices)."""
     view = self.view
     train_step, logprob_fn = self.programs(run)
     self.pool = reward_pool.RewardPool(self.rewards(run), num_workers=view.reward.num_workers,
@@ -153,7 +155,8 @@ class Stage:
     settings = setup.sampling_settings(view, self.recipe, setup.samples_per_prompt(view, self.spec),
                                        tool=run.tool)
     self.collector = collect.Collector(view, self.recipe, run.tokenizer, run.mesh, run.hosts, self.pool,
-                                       self.prompt_fn, settings, contrast)
+                                       self.prompt_fn, settings, contrast,
+                                       abstention.AbstentionPrices.from_config(view.abstention, saved))
     self.updater = step_lib.Updater(view, self.settings, train_step, logprob_fn, run.hosts, run.perf)
     if view.update_loop.compile_ahead == "all":
       self.updater.add_pending(self.compile_ahead(run, params, rest, data))
@@ -213,6 +216,11 @@ class Stage:
           {"sample": gb.sample_seconds, "reference": result.reference_seconds,
            "update": result.update_seconds, "step": total_time}, float(tokens)))
     return metrics, result.params, result.opt_state
+
+  def meta(self) -> dict:
+    """What a checkpoint's meta keeps of the stage besides its position (abstention prices)."""
+    prices = self.collector.prices if self.collector is not None else None
+    return prices.meta() if prices is not None else {}
 
   def close(self) -> None:
     """Stops the reward pool and waits for the compiles still under way."""

@@ -135,8 +135,8 @@ class Trainer:
           stage_step, position, restored = 0, 0, None
           continue
         t_stage = time.perf_counter()
-        st = stages_lib.Stage.plan(c, stage_idx, self.run).start(self.run, position, self.params,
-                                                                self.rest)
+        st = stages_lib.Stage.plan(c, stage_idx, self.run).start(
+            self.run, position, self.params, self.rest, meta if restored is not None else None)
         setup_times["time/stage_setup"] = time.perf_counter() - t_stage
         if restored is not None:  # mid-stage resume: the stage's optimizer state and reference
           opt_state, ref_params = restored["opt_state"], restored.get("ref_params")
@@ -156,7 +156,7 @@ class Trainer:
             metrics = health.observe(global_step, metrics, self.params, rows=st.rows_per_step,
                                      abstention=st.recipe.abstention_component)
             meta = {"stage": stage_idx, "stage_name": st.name, "stage_step": stage_step,
-                    "data_position": st.stream.position}
+                    "data_position": st.stream.position, **st.meta()}
             state = lambda: self._state(opt_state, rng, ref_params)  # pylint: disable=cell-var-from-loop
             if validator is not None:  # eval/<metric> on the held-out split; the best checkpoint
               metrics.update(validator.maybe_run(global_step, global_step == total, (

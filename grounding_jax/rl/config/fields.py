@@ -1,8 +1,8 @@
 """Every field of the RL trainer's config, declared once: path, default, type, allowed values, meaning.
 
 Sections read in the order of one step (DESIGN.md "One GRPO step, as data"): model → rollout →
-reward → advantage → dapo (filtering / shaping) → loss → update_loop → optimizer → stages → health →
-evals (held-out validation) → checkpoint / logging. `default_config()` builds the ConfigDict from
+reward → abstention (prices) → advantage → dapo (filtering / shaping) → loss → update_loop →
+optimizer → stages → health → evals (held-out validation) → checkpoint / logging. `default_config()` builds the ConfigDict from
 these declarations and configs/*.py extend it; rl/config/checks.py checks a config against them (the
 simple rules are generated from `Field`; the rules between fields are written there by hand);
 docs/config.md is their table.
@@ -27,6 +27,7 @@ from grounding_jax.models import attention
 from grounding_jax.models import lora
 from grounding_jax.models import transformer
 from grounding_jax.parallel import compile_cache
+from grounding_jax.rl import abstention
 from grounding_jax.rl import advantages
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import losses
@@ -229,6 +230,25 @@ ADVANTAGE = (
           "arXiv:2507.15586 §3.3, Eq. 11: 0.1)", lo=0, why="LEAR Eq. 11: 0.1"),
     Field("advantage.eps", 1e-4, float, "added to the std (TRL / ARENA 1e-4; VeRL 1e-6)", lo=0),
     Field("advantage.leave_one_out", False, bool, "RLOO baseline: the mean of the other G − 1"),
+)
+
+# Abstention prices by dual ascent (rl/abstention.py): the price of an abstention where the passages
+# hold the answer and the bonus of one where they do not are Lagrange multipliers of the two
+# constraints below on each step's sampled completions. Needs answerability labels (or evidence-
+# contrast groups) and a recipe whose reward marks abstention (Recipe.abstention_component).
+ABSTENTION = (
+    Field("abstention.control", "", str, "'' = off (the recipe's reward as it is); 'dual': the "
+          "reward of an abstention is shifted by two multipliers updated each step from the "
+          "sampled abstention shares (rl/abstention.py)", choices=abstention.CONTROLS,
+          why="'' = off, 'dual' = prices by dual ascent"),
+    Field("abstention.max_answerable", 0.2, float, "the highest share of sampled completions that "
+          "may abstain on prompts whose passages hold the answer", lo=0, hi=1),
+    Field("abstention.min_unanswerable", 0.7, float, "the lowest share that must abstain on prompts "
+          "whose passages do not", lo=0, hi=1),
+    Field("abstention.rate", 1.0, float, "dual step: a multiplier moves by rate × the step's "
+          "violation of its share", lo=0, lo_open=True),
+    Field("abstention.max_price", 1.0, float, "upper bound of both multipliers (in reward units)",
+          lo=0),
 )
 
 DAPO = (  # DAPO, arXiv:2503.14476
@@ -448,7 +468,7 @@ FIELDS = (
     Field("compile_cache_dir", compile_cache.DEFAULT_DIR, str, "persistent compilation cache: a "
           "resumed run or a rerun compiles (almost) nothing; 'off' or '' = none; env "
           "GROUNDING_JAX_COMPILE_CACHE overrides", why="a folder path, or '' for no persistent cache"),
-    *MODEL, *ROLLOUT, *REWARD, *SEARCH, *ADVANTAGE, *DAPO, *LOSS, *UPDATE_LOOP,
+    *MODEL, *ROLLOUT, *REWARD, *SEARCH, *ABSTENTION, *ADVANTAGE, *DAPO, *LOSS, *UPDATE_LOOP,
     Field("optimizer", optim.default_optimizer_config, dict, "the optimizer: the optimizer.* rows",
           check=False),
     Field("stages", lambda: [stage("grpo", num_steps=10)], list, "the training stages, run in "

@@ -1,0 +1,103 @@
+"""Abstention prices set by dual ascent: GRPO kept out of both corners on any world.
+
+    prices = AbstentionPrices.from_config(view.abstention, saved=meta)  # None when off
+    rewards = prices.step(rewards, abstained, answerable, hosts)     # before the advantages
+
+A small policy's answer-or-abstain choice is largely one choice shared by all prompts: its expected
+policy gradient is the sum over the two kinds of prompt of π(1 − π)(E[r | abstain] − E[r | answer]),
+and which side wins depends on the world (how often the answers are right, where SFT left the
+abstention). A fixed price on over-refusal therefore fixes one world and breaks another: on the
+demo's dev worlds TruthRL's reward with an abstention on an answerable prompt at −0.5
+(abstain_reward_answerable) ended in the refuse-everything corner on worlds 14 and 15, and at −1.0
+in the answer-everything corner on world 10 (docs/results.md, "Abstention prices by dual ascent").
+
+Here the two prices are the Lagrange multipliers of two constraints on each step's sampled
+completions (constrained policy optimisation by reward shaping, as RCPO, arXiv:1805.11074 §4):
+
+    abstention on prompts whose passages hold the answer        ≤ max_answerable
+    abstention on prompts whose passages do not hold it         ≥ min_unanswerable
+
+Each step, from the step's sampled shares a_ans and a_un (all hosts' rows):
+
+    price ← clip(price + rate · (a_ans − max_answerable), 0, max_price)
+    bonus ← clip(bonus + rate · (min_unanswerable − a_un), 0, max_price)
+    r     ← r − price · [abstained, answerable] + bonus · [abstained, unanswerable]
+
+and the group advantages are computed from the shaped r. While both constraints hold, both
+multipliers decay to 0 and the recipe's reward is unchanged; a drift towards either corner raises
+the multiplier that pushes back, and when both bind the shared choice is pushed both ways and only
+the evidence-conditioned part of it gains. Rows without an answerability label are left as they are.
+The multipliers are part of the checkpoint's meta (a resumed run continues with them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional
+
+import ml_collections
+import numpy as np
+
+CONTROLS = ("", "dual")
+_META_KEY = "abstention_prices"
+
+
+def component_values(values: Mapping[str, np.ndarray], component: str) -> Optional[np.ndarray]:
+  """The reward component `component` of every row (`component`, or `<fn>/<component>` with several
+  reward functions: the first by name), or None when the rewards have none."""
+  if component in values:
+    return np.asarray(values[component])
+  key = next((k for k in sorted(values) if k.endswith(f"/{component}") and k.count("/") == 1), None)
+  return None if key is None else np.asarray(values[key])
+
+
+@dataclasses.dataclass
+class AbstentionPrices:
+  """The two multipliers and their constraints (config section `abstention`)."""
+  max_answerable: float
+  min_unanswerable: float
+  rate: float
+  max_price: float
+  price: float = 0.0   # taken from an abstention on a prompt whose passages hold the answer
+  bonus: float = 0.0   # added to an abstention on a prompt whose passages do not
+
+  @classmethod
+  def from_config(cls, section: ml_collections.ConfigDict,
+                  saved: Optional[Mapping[str, Any]] = None) -> Optional["AbstentionPrices"]:
+    """The prices of config section `abstention` (None when abstention.control is ''), continuing
+    from a checkpoint's meta `saved` when it holds them."""
+    if not section.control:
+      return None
+    if section.control not in CONTROLS:
+      raise ValueError(f"abstention.control={section.control!r}; expected one of {CONTROLS}")
+    prices = cls(float(section.max_answerable), float(section.min_unanswerable),
+                 float(section.rate), float(section.max_price))
+    if saved and _META_KEY in saved:
+      prices.price, prices.bonus = (float(x) for x in saved[_META_KEY])
+    return prices
+
+  def meta(self) -> dict:
+    """What a checkpoint's meta keeps of them."""
+    return {_META_KEY: [self.price, self.bonus]}
+
+  def update(self, abstained: np.ndarray, answerable: np.ndarray) -> None:
+    """One dual-ascent step from the sampled rows: `abstained` bool [N], `answerable` float [N]
+    (1, 0, NaN unlabelled); a side without rows leaves its multiplier as it is."""
+    abstained = np.asarray(abstained, bool)
+    for side, attr in ((1.0, "price"), (0.0, "bonus")):
+      rows = answerable == side
+      if rows.any():
+        share = float(abstained[rows].mean())
+        violation = share - self.max_answerable if side else self.min_unanswerable - share
+        setattr(self, attr, float(np.clip(getattr(self, attr) + self.rate * violation, 0.0,
+                                          self.max_price)))
+
+  def shape(self, rewards: np.ndarray, abstained: np.ndarray, answerable: np.ndarray) -> np.ndarray:
+    """`rewards` with the current price taken from answerable abstentions and the bonus added to
+    unanswerable ones (float64 [N])."""
+    abstained = np.asarray(abstained, bool)
+    delta = np.where(answerable == 1, -self.price, np.where(answerable == 0, self.bonus, 0.0))
+    return np.asarray(rewards, np.float64) + abstained * delta
+
+  def metrics(self) -> dict:
+    return {"abstention/price_answerable": self.price, "abstention/bonus_unanswerable": self.bonus}
