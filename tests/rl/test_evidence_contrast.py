@@ -10,6 +10,7 @@ import toy_task
 from grounding_jax import models
 from grounding_jax.data import contrast as contrast_lib
 from grounding_jax.data.schema import Example, Passage
+from grounding_jax.rl import abstention
 from grounding_jax.rl import advantages as adv_lib
 from grounding_jax.rl import collect
 from grounding_jax.rl import config as config_lib
@@ -52,7 +53,7 @@ def test_issue_step1_shares_per_group_std_doubles_the_unanswerable_pull():
 
 
 def train_two_armed(mode, *, seed, steps=300, lr=0.5, feature=0.2, group=8, precision=0.61,
-                    abstain_answerable=ABSTAIN):
+                    abstain_answerable=ABSTAIN, start=-0.18, prices=None, questions=2):
   """A two-parameter policy on answerable and gold-removed copies of one question; returns the
   final (abstention on the answerable copy, on the unanswerable copy).
 
@@ -63,19 +64,25 @@ def train_two_armed(mode, *, seed, steps=300, lr=0.5, feature=0.2, group=8, prec
   copy ("group", today), or two contrast groups of group/2 + group/2 ("contrast"); advantages are
   the project's (scale="group"), and a plain policy-gradient step follows. `abstain_answerable` is
   the reward of an abstention on the answerable copy (TruthRL's reward option
-  abstain_reward_answerable; the paper's 0 by default).
+  abstain_reward_answerable; the paper's 0 by default). `start` is the shared logit s at step 0
+  (another world's SFT bias), `prices` an rl/abstention.AbstentionPrices that shapes each step's
+  rewards, `questions` the contrast groups a step.
   """
   rng = np.random.default_rng(seed)
-  s, w = -0.18, 1.03 / feature
+  s, w = start, 1.03 / feature
   if mode == "group":
     x = np.r_[np.full(group, -1.0), np.full(group, 1.0)]
   else:
-    x = np.tile(np.r_[np.full(group // 2, -1.0), np.full(group // 2, 1.0)], 2)
+    x = np.tile(np.r_[np.full(group // 2, -1.0), np.full(group // 2, 1.0)], questions)
   for _ in range(steps):
     p = 1 / (1 + np.exp(-(s + feature * w * x)))
     abstain = rng.random(x.size) < p
     right = (x < 0) & (rng.random(x.size) < precision)
     r = np.where(abstain, np.where(x < 0, abstain_answerable, ABSTAIN), np.where(right, RIGHT, WRONG))
+    if prices is not None:
+      answerable = (x < 0).astype(np.float64)
+      prices.update(abstain, answerable)
+      r = prices.shape(r, abstain, answerable)
     g = adv_lib.group_advantages(r, group) * (abstain - p)  # A · ∂log π/∂logit
     s, w = s + lr * g.mean(), w + lr * (g * feature * x).mean()
   sig = lambda z: 1 / (1 + np.exp(-z))
@@ -101,6 +108,23 @@ def test_toy_two_armed_contrast_groups_with_a_priced_over_refusal_do_not_drift()
   # 0.50-0.57. Neither corner: the answerable copy's abstention falls, the other's rises.
   both = np.mean([train_two_armed("contrast", seed=s, abstain_answerable=-0.5) for s in range(8)], axis=0)
   assert both[0] < 0.2 and both[1] > 0.8, both
+
+
+def test_toy_two_armed_fixed_prices_land_by_world_and_dual_prices_near_the_targets():
+  # The shared logit's start stands for where another world's SFT left it (σ(s) 0.18 to 0.73), the
+  # precision for how often its answers are right; 60 steps of 4 contrast groups, seeds 0-7 (means).
+  # Measured (answerable copy's abstention at the end, per price): with a fixed price of -0.5 the
+  # worlds end at 0.15-0.52, of -1.0 at 0.12-0.28 and unanswerable 0.62-0.83; dual prices
+  # (max_answerable 0.2, min_unanswerable 0.7) at 0.17-0.28 / 0.74-0.83 from every start.
+  worlds = [(precision, start) for precision in (0.4, 0.61, 0.9) for start in (-1.5, -0.18, 1.0)]
+  run = lambda **kw: np.mean([train_two_armed("contrast", seed=s, steps=60, questions=4, **kw)
+                              for s in range(8)], axis=0)
+  fixed = np.array([run(precision=p, start=s0, abstain_answerable=-0.5) for p, s0 in worlds])
+  dual = np.array([run(precision=p, start=s0, prices=abstention.AbstentionPrices(0.2, 0.7, 1.0, 1.0))
+                   for p, s0 in worlds])
+  assert np.ptp(fixed[:, 0]) > 0.3, fixed  # a fixed price: where a world ends depends on the world
+  assert np.all(dual[:, 0] < 0.32) and np.all(dual[:, 1] > 0.72), dual
+  assert np.ptp(dual[:, 0]) < 0.15 and np.ptp(dual[:, 1]) < 0.15, dual
 
 
 class AnswerableShareReward(toy_task.TargetShareReward):
