@@ -31,7 +31,9 @@ world: `python launch/demo.py --world=N`); `group` — GRPO as before issue 34 (
 5 answerable + 3 unanswerable prompts a step, TruthRL's reward as published); `contrast` —
 evidence-contrast groups with TruthRL's reward as published; `abstain_answerable=X` — the reward
 of an abstention whose passages hold the answer (default ABSTAIN_REWARD_ANSWERABLE; 0 = the
-paper's); `runlocal` — the same as none (every configs/*.py has a :runlocal).
+paper's); `dual` — the paper's reward with abstention prices set by dual ascent
+(`abstention.control="dual"`, rl/abstention.py; tried on the dev worlds, not the default);
+`runlocal` — the same as none (every configs/*.py has a :runlocal).
 
 Why TruthRL. Its ternary reward (+1 correct, 0 `\boxed{I don't know}`, −1 wrong or no box) scores
 both things a grounded model must do with one short, exactly-checkable answer: answer from the

@@ -48,6 +48,22 @@ def test_demo_sft_trains_on_another_world_and_the_held_out_split_asks_other_ques
   assert demo.load_configs("world=5")[1].stages[0].data.seed == 5
 
 
+def test_demo_presets_of_the_grpo_stage():
+  module = demo.config_module()
+  base = module.get_config("world=3")
+  assert base.abstention.control == "" and base.stages[0].data.evidence_contrast == "gold_removed"
+  dual = module.get_config("world=3,dual")  # the paper's reward, its abstention priced by dual ascent
+  assert dual.abstention.control == "dual"
+  assert dual.reward.functions[0].options.abstain_reward_answerable == 0.0
+  assert dual.stages[0].data.evidence_contrast == "gold_removed"
+  assert module.get_config("world=3,abstain_answerable=-1.0").reward.functions[0].options[
+      "abstain_reward_answerable"] == -1.0
+  for bad, message in (("dual,group", "dual goes with"), ("world=x", "non-negative integer"),
+                       ("price", "unknown preset")):
+    with pytest.raises(ValueError, match=message):
+      module.get_config(bad)
+
+
 def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_path, capsys):
   sft_cfgs, grpo_cfg = demo.load_configs()
   grpo_cfg.model.path = str(tiny_smollm2_dir)
