@@ -33,6 +33,8 @@ evidence-contrast groups with TruthRL's reward as published; `abstain_answerable
 of an abstention whose passages hold the answer (default ABSTAIN_REWARD_ANSWERABLE; 0 = the
 paper's); `dual` — the paper's reward with abstention prices set by dual ascent
 (`abstention.control="dual"`, rl/abstention.py; tried on the dev worlds, not the default);
+`best` — the GRPO row is the step with the best balanced accuracy on 32 dev questions of the
+world, validated every 3 steps (`evals.split="dev"`, `checkpoint.best_metric`; not yet run);
 `runlocal` — the same as none (every configs/*.py has a :runlocal).
 
 Why TruthRL. Its ternary reward (+1 correct, 0 `\boxed{I don't know}`, −1 wrong or no box) scores
@@ -117,7 +119,13 @@ GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 
 # accuracy; the previous default is `:group`.
 EVIDENCE_CONTRAST = "gold_removed"
 ABSTAIN_REWARD_ANSWERABLE = -0.5
-PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual")
+# `:best`: validate every BEST_EVERY_STEPS steps on DEV_QUESTIONS questions of the world that neither
+# training nor the 128 held-out ones ask (data/splits.dev_split), and report the step with the best
+# balanced accuracy (mean of accuracy on answerable and abstention on unanswerable items): the model
+# reported is then not wherever the last step's swing of the shared abstain choice left it.
+BEST_EVERY_STEPS = 3
+DEV_QUESTIONS = 32
+PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual", "best")
 # `:key=value` presets: world=N (the world seed); abstain_answerable=X (TruthRL's reward for an
 # abstention whose passages hold the answer, recipes/truthrl: abstain_reward_answerable; 0 = the
 # paper's).
@@ -238,6 +246,9 @@ def get_config(arg=None):
   if "dual" in parts:  # the paper's reward, its abstention priced by dual ascent (rl/abstention.py)
     c.reward.functions[0].options.abstain_reward_answerable = 0.0
     c.abstention.control = "dual"
+  if "best" in parts:  # the GRPO row is the step kept on the world's dev split, not the last step
+    c.evals.update(dict(every_steps=BEST_EVERY_STEPS, split="dev", dev_examples=DEV_QUESTIONS))
+    c.checkpoint.best_metric = "eval/balanced_accuracy"
   if "group" in parts or "contrast" in parts:  # the paper's reward (no price on over-refusal)
     c.reward.functions[0].options.abstain_reward_answerable = 0.0
   if "group" in parts:  # before issue 34: one group per prompt, 5 + 3 prompts a step

@@ -145,11 +145,19 @@ def _sft_dir(i: int, n: int) -> str:
   return "sft" if i == n - 1 else f"sft{i + 1}"
 
 
+def grpo_model_ref(workdir: pathlib.Path, grpo_cfg: ml_collections.ConfigDict) -> str:
+  """The GRPO row's model: the run's last step, or with checkpoint.best_metric the step that the
+  validation (on the world's dev split: evals.split) kept, `<workdir>/grpo@best`."""
+  return f"{workdir}/grpo@best" if grpo_cfg.checkpoint.best_metric else f"{workdir}/grpo"
+
+
 def commands(workdir: pathlib.Path, world: str = "",
-             passes: Sequence[str] = ("sft",)) -> dict[str, str]:
-  """The command that reproduces each row (and stage) on its own."""
+             passes: Sequence[str] = ("sft",), grpo: str = "") -> dict[str, str]:
+  """The command that reproduces each row (and stage) on its own (`grpo`: the GRPO row's model,
+  grpo_model_ref; default <workdir>/grpo)."""
   config = _config_arg(world)
   w = str(workdir)
+  grpo = grpo or f"{w}/grpo"
   sft = []
   for i, name in enumerate(passes):
     path = f" --config.model.path={w}/{_sft_dir(i - 1, len(passes))}/hf" if i else ""
@@ -160,7 +168,7 @@ def commands(workdir: pathlib.Path, world: str = "",
       "GRPO": (f"python launch/train.py --config={config} --config.model.path={w}/sft/hf "
                f"--workdir={w}/grpo"),
       "evaluate": (f"python launch/evaluate.py --config={config} --model=smollm2 "
-                   f"--model={w}/sft --model={w}/grpo --label=start --label=SFT --label=GRPO "
+                   f"--model={w}/sft --model={grpo} --label=start --label=SFT --label=GRPO "
                    f"--output_dir={w}/eval --curves={w}/grpo"),
   }
 
@@ -233,7 +241,8 @@ def run(workdir: str | os.PathLike,
   if len(passes) != len(sft_cfgs):
     raise ValueError(f"{len(sft_cfgs)} SFT configs for configs/demo.py's {len(passes)} SFT passes "
                      f"{passes}: the report's commands would not reproduce the SFT row")
-  cmds = commands(workdir, world, passes)
+  grpo_ref = grpo_model_ref(workdir, grpo_cfg)
+  cmds = commands(workdir, world, passes, grpo_ref)
 
   def evaluate(model, tokenizer, name, exs=examples, how=settings):
     result = harness.evaluate_model(model, tokenizer, exs, how, rewards=rewards, name=name,
@@ -277,10 +286,17 @@ def run(workdir: str | os.PathLike,
   model_ref.write_run_config(grpo_cfg.workdir, grpo_cfg)
   grpo = rl_trainer.Trainer(grpo_cfg, model=sft_model, tokenizer=tokenizer)
   grpo_history = grpo.train()
+  grpo_model = grpo.model
+  if grpo_cfg.checkpoint.best_metric:  # the step kept on the dev split, not the last one
+    del grpo
+    loaded = model_ref.load(grpo_ref, dtype=param_dtype, compute_dtype=compute_dtype)
+    grpo_model = loaded.model
+    print(f"  GRPO row: {loaded.ref.name} ({grpo_cfg.checkpoint.best_metric} on the dev split, "
+          f"evals.split={grpo_cfg.evals.split!r})", flush=True)
   clock.done("GRPO")
 
   clock.start("evaluate the GRPO model")
-  grpo_result = evaluate(grpo.model, tokenizer, "GRPO")
+  grpo_result = evaluate(grpo_model, tokenizer, "GRPO")
   clock.done("GRPO model: evaluate")
 
   clock.start("report")
@@ -292,7 +308,7 @@ def run(workdir: str | os.PathLike,
            "data": (f"synthetic held-out split: {len(examples)} questions of the training world (seed "
                     f"{grpo_cfg.stages[0].data.seed}) that neither SFT nor GRPO asked"),
            "decoding": dataclasses.asdict(settings.decoding),
-           "models": {"start": base_path, "SFT": str(workdir / "sft"), "GRPO": str(workdir / "grpo")}}
+           "models": {"start": base_path, "SFT": str(workdir / "sft"), "GRPO": grpo_ref}}
   report_path = report.write(out, settings.recipe, results, intervals, about)
   curves.plot(grpo_cfg.workdir, out / "curves.png")
   clock.done("report")
@@ -304,12 +320,12 @@ def run(workdir: str | os.PathLike,
     base = models.load_pretrained(base_path, dtype=param_dtype, compute_dtype=compute_dtype)
     for name, (source, exs) in real.items():
       pair = [evaluate(base, tokenizer, "start", exs, real_settings),
-              evaluate(grpo.model, tokenizer, "GRPO", exs, real_settings)]
+              evaluate(grpo_model, tokenizer, "GRPO", exs, real_settings)]
       ivs = comparison.compare(pair, settings.recipe, seed=settings.seed)
       report.write(out / f"real_{name}", settings.recipe, pair, ivs,
                    {"data": f"{name}: the first {len(exs)} questions of {source} (every paragraph)",
                     "decoding": dataclasses.asdict(settings.decoding),
-                    "models": {"start": base_path, "GRPO": str(workdir / "grpo")}})
+                    "models": {"start": base_path, "GRPO": grpo_ref}})
       real_results[name] = (pair, ivs)
     clock.done("real data")
 
@@ -332,7 +348,7 @@ def run(workdir: str | os.PathLike,
               f"Reproduce: `python launch/build_data.py --recipe=truthrl --source={name} "
               f"--eval_input={source} --output_dir={workdir}/data_{name}` then `python "
               f"launch/evaluate.py --config={_config_arg(world)} --model=smollm2 "
-              f"--model={workdir}/grpo --label=start --label=GRPO --data={workdir}/data_{name}/eval.jsonl "
+              f"--model={grpo_ref} --label=start --label=GRPO --data={workdir}/data_{name}/eval.jsonl "
               f"--num_examples={len(pair[0].ids)} --config.rollout.max_prompt_tokens="
               f"{REAL_MAX_PROMPT_TOKENS} --output_dir={workdir}/eval_{name}`", ""]
   lines += ["## Time", "", clock.summary(), ""]

@@ -112,14 +112,13 @@ def prepare_config(config, *, workdir=None, steps=None):
 def examples_for(config, split: str, num_examples: int) -> list:
   """The held-out split (config.evals.data), or with split="dev" a draw of the same world's questions
   that neither the training stages nor the held-out split ask."""
-  if split == "dev" and config.evals.data.kind != "synthetic":
-    raise ValueError(f"--split=dev needs synthetic evaluation data; config.evals.data.kind="
-                     f"{config.evals.data.kind!r} (pass a dev file as config.evals.data.path instead)")
   train_specs = [st.data for st in config.stages]
-  heldout = splits.held_out(config.evals.data, num_examples, train_specs)
   if split == "heldout":
-    return heldout
-  return splits.held_out(config.evals.data, num_examples, train_specs, exclude=heldout, seed_offset=1)
+    return splits.held_out(config.evals.data, num_examples, train_specs)
+  try:
+    return splits.dev_split(config.evals.data, num_examples, train_specs)
+  except ValueError as e:
+    raise ValueError(f"--split=dev: {e}") from None
 
 
 def sft_config(config, steps: int, data_path: str | None = None):

@@ -71,3 +71,16 @@ def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[M
   return synthetic.held_out_examples(int(num_examples), train=[*train, *exclude], world=world,
                                      seed=int(spec["seed"]) + seed_offset,
                                      answerable_ratio=float(spec["answerable_ratio"]), **options)
+
+
+def dev_split(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[Mapping[str, Any]],
+              *, num_test: int | None = None) -> list[Example]:
+  """A dev split of the synthetic world of `spec` (config.evals.data): `num_examples` questions that
+  neither the training stages nor the held-out split (`held_out` with `num_test` questions, default
+  `num_examples`) ask, another draw (seed + 1). Settings and checkpoints are chosen on it, never on
+  the held-out questions. Raises ValueError for file data (pass the dev file as the data path)."""
+  if spec["kind"] != "synthetic":
+    raise ValueError(f"a dev split is drawn from the synthetic world; evals.data.kind="
+                     f"{spec['kind']!r}: give the dev file as evals.data.path instead")
+  test = held_out(spec, num_examples if num_test is None else num_test, train_specs)
+  return held_out(spec, num_examples, train_specs, exclude=test, seed_offset=1)

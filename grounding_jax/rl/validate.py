@@ -6,9 +6,11 @@ checkpoint kept beside the newest.
     checkpointer.save(step, state, {**meta, **validator.meta()})          # the best so far, for resume
 
 The held-out split is `data.splits.held_out(config.evals.data, ...)` (a synthetic run's unasked
-questions, or a file), loaded and checked against the recipe's evaluator and rewards when the
-Validator is built (the Trainer builds it as `train` begins, not with itself), so a bad row stops the
-run before its first step; the judges and the BERTScore encoder load at the first validation. Each run
+questions, or a file), or with evals.split="dev" `data.splits.dev_split` (questions that neither
+training nor the held-out split asks: a best checkpoint chosen there is not chosen on the reported
+questions). It is loaded and checked against the recipe's evaluator and rewards when the Validator
+is built (the Trainer builds it as `train` begins, not with itself), so a bad row stops the run
+before its first step; the judges and the BERTScore encoder load at the first validation. Each run
 is `eval.harness.evaluate_model` on the current policy; its row is logged as eval/<metric>.
 
 With `checkpoint.best_metric` (e.g. "eval/f1") and `best_mode` ("max" / "min"), a validation that
@@ -52,6 +54,11 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   if ev.every_steps and ev.data.kind == "jsonl" and not ev.data.path:
     raise ValueError("evals.data.kind='jsonl' needs evals.data.path (e.g. build_data.py's "
                      "heldout.jsonl), or set evals.every_steps=0")
+  if ev.split not in ("test", "dev"):
+    raise ValueError(f"evals.split={ev.split!r}; use 'test' (the held-out questions) or 'dev'")
+  if ev.split == "dev" and ev.every_steps and ev.data.kind != "synthetic":
+    raise ValueError("evals.split='dev' draws from the synthetic world; with evals.data.kind="
+                     f"{ev.data.kind!r} give the dev file as evals.data.path and keep split='test'")
   if ck.best_mode not in MODES:
     raise ValueError(f"checkpoint.best_mode={ck.best_mode!r}; use one of {MODES}")
   if ck.best_metric and not ck.best_metric.startswith("eval/"):
@@ -98,8 +105,13 @@ class Validator:
     check_config(config)
     self.every = int(config.evals.every_steps)
     self.settings = EvalSettings.from_config(config)
-    self.examples = splits.held_out(config.evals.data, int(config.evals.num_examples),
-                                    [st.data for st in config.stages])
+    train_specs = [st.data for st in config.stages]
+    if config.evals.split == "dev":
+      self.examples = splits.dev_split(
+          config.evals.data, int(config.evals.dev_examples or config.evals.num_examples),
+          train_specs, num_test=int(config.evals.num_examples))
+    else:
+      self.examples = splits.held_out(config.evals.data, int(config.evals.num_examples), train_specs)
     check_examples(self.examples, self.settings, rewards)
     self.tokenizer, self.mesh, self.rewards = tokenizer, mesh, rewards
     self.prompt_fn, self.console, self.tool = prompt_fn, console, tool

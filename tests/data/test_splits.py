@@ -101,3 +101,18 @@ def test_a_search_worlds_held_out_split_is_labelled_against_the_training_worlds_
                                              ("home_of_founder", world.founder))
                        if ex.meta["question_type"] == t]
     assert withheld.isdisjoint(chain) == ex.answerable, ex.question
+
+
+def test_the_dev_split_asks_what_neither_training_nor_the_held_out_split_asks():
+  # The demo's world: 64 training questions, 128 held-out, and a dev split of 32 beside them.
+  train_spec = dict(kind="synthetic", num_examples=64, seed=3, answerable_ratio=0.625,
+                    unanswerable="unrelated", num_passages=3, num_countries=24)
+  eval_spec = dict(train_spec, seed=3, answerable_ratio=0.5)
+  held = splits.held_out(eval_spec, 128, [train_spec])
+  dev = splits.dev_split(eval_spec, 32, [train_spec], num_test=128)
+  assert len(dev) == 32 and sum(ex.answerable for ex in dev) == 16
+  asked = {ex.question for ex in [*held, *splits.load(train_spec)]}
+  assert not asked & {ex.question for ex in dev}
+  assert dev == splits.dev_split(eval_spec, 32, [train_spec], num_test=128)
+  with pytest.raises(ValueError, match="dev file as evals.data.path"):
+    splits.dev_split(dict(kind="jsonl", path="x.jsonl"), 8, [])

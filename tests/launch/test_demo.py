@@ -58,6 +58,11 @@ def test_demo_presets_of_the_grpo_stage():
   assert dual.stages[0].data.evidence_contrast == "gold_removed"
   assert module.get_config("world=3,abstain_answerable=-1.0").reward.functions[0].options[
       "abstain_reward_answerable"] == -1.0
+  best = module.get_config("world=3,dual,best")  # validated on the dev split, the best step kept
+  assert (best.evals.split, best.evals.dev_examples, best.checkpoint.best_metric) == (
+      "dev", module.DEV_QUESTIONS, "eval/balanced_accuracy")
+  assert best.evals.every_steps == module.BEST_EVERY_STEPS and base.evals.every_steps == 0
+  assert demo.grpo_model_ref("/w", best) == "/w/grpo@best" and demo.grpo_model_ref("/w", base) == "/w/grpo"
   for bad, message in (("dual,group", "dual goes with"), ("world=x", "non-negative integer"),
                        ("price", "unknown preset")):
     with pytest.raises(ValueError, match=message):
@@ -65,7 +70,8 @@ def test_demo_presets_of_the_grpo_stage():
 
 
 def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_path, capsys):
-  sft_cfgs, grpo_cfg = demo.load_configs()
+  # With `:best`: validated on the world's dev split after each step, the GRPO row is the kept step.
+  sft_cfgs, grpo_cfg = demo.load_configs("best")
   grpo_cfg.model.path = str(tiny_smollm2_dir)
   grpo_cfg.stages[0].data.num_examples = 8
   for c in sft_cfgs:  # each pass: 4 rows, 2 steps
@@ -77,7 +83,7 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   grpo_cfg.update_loop.micro_batch_size = 4
   grpo_cfg.reward.num_workers = 0
   grpo_cfg.checkpoint.every_steps = 2
-  grpo_cfg.evals.update(dict(num_examples=8, batch_size=8))
+  grpo_cfg.evals.update(dict(num_examples=8, batch_size=8, every_steps=1, dev_examples=4))
   grpo_cfg.evals.decoding.max_new_tokens = 8
   out = demo.run(tmp_path / "demo", sft_cfgs, grpo_cfg, real_data=demo.REAL_DATA,
                  real_num_examples=2, progress=False)
@@ -104,6 +110,9 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   w = tmp_path / "demo"
   assert f"--config.model.path={w}/sft1/hf --workdir={w}/sft" in report
   assert model_ref.resolve(str(tmp_path / "demo" / "grpo")).step == 2
+  kept = model_ref.resolve(f"{w}/grpo@best")
+  assert kept.step in (1, 2) and f"GRPO row: {kept.name}" in printed
+  assert f"--model={w}/grpo@best --label=start --label=SFT --label=GRPO" in report
   record = json.loads((tmp_path / "demo" / "grpo" / "config.json").read_text())
   assert record["model"]["path"] == str(tmp_path / "demo" / "sft" / "hf")
   for name in ("hotpotqa", "musique"):

@@ -107,5 +107,5 @@ def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):
   with pytest.raises(ValueError, match=r"--sft_steps=3: the first stage has 8 items, enough for 2"):
     learning_check.check_inputs(c, sft_steps=3)
   c.evals.data.update(dict(kind="jsonl", path=str(ROOT / "tests" / "data" / "fixtures" / "x.jsonl")))
-  with pytest.raises(ValueError, match="--split=dev needs synthetic evaluation data"):
+  with pytest.raises(ValueError, match="--split=dev: a dev split is drawn from the synthetic world"):
     learning_check.examples_for(c, "dev", 4)

@@ -2,6 +2,7 @@
 the newest (checkpoint.best_metric), and a stopped-and-resumed run keeps the best of the steps
 before the stop."""
 
+import importlib.util
 import json
 import pathlib
 import sys
@@ -19,6 +20,8 @@ from grounding_jax.rl import validate
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import toy_task  # noqa: E402  pylint: disable=g-import-not-at-top
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _config(tmp_path, mode="min"):
@@ -141,3 +144,26 @@ def test_the_best_checkpoint_can_be_chosen_on_balanced_accuracy(tiny_checkpoint,
   assert kept.all_steps() == [best_step]
   assert kept.read_meta()["best"] == {"metric": "eval/balanced_accuracy", "value": max(values),
                                       "step": best_step}
+
+
+def test_validation_on_the_dev_split_asks_none_of_the_reported_questions():
+  # configs/truthrl.py:runlocal (a synthetic world) validating on its dev split: the questions are
+  # data/splits.dev_split's, none of them in the held-out split launch/evaluate.py reports.
+  spec = importlib.util.spec_from_file_location("truthrl_config", ROOT / "configs" / "truthrl.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  c = module.get_config("runlocal")
+  c.evals.update(dict(every_steps=2, split="dev", dev_examples=6))
+  c.checkpoint.best_metric = "eval/balanced_accuracy"
+  specs = [st.data for st in c.stages]
+  v = validate.build(c, None, None, lambda: [])
+  assert [ex.question for ex in v.examples] == [
+      ex.question for ex in splits.dev_split(c.evals.data, 6, specs, num_test=c.evals.num_examples)]
+  reported = splits.held_out(c.evals.data, c.evals.num_examples, specs)
+  assert not {ex.question for ex in v.examples} & {ex.question for ex in reported}
+  c.evals.data.update(dict(kind="jsonl", path="heldout.jsonl"))
+  with pytest.raises(ValueError, match="evals.split='dev' draws from the synthetic world"):
+    validate.check_config(c)
+  c.evals.split = "train"
+  with pytest.raises(ValueError, match="evals.split='train'"):
+    validate.check_config(c)

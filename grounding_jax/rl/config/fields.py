@@ -408,6 +408,12 @@ EVALS = (
           **_EVAL),
     Field("evals.num_examples", 100, int, "held-out questions (0 = all of a jsonl file)", lo=0,
           **_EVAL),
+    Field("evals.split", "test", str, "what validation while training asks: 'test' = the held-out "
+          "questions launch/evaluate.py reports; 'dev' = a synthetic world's questions that neither "
+          "training nor the held-out split ask (data/splits.dev_split), so that checkpoint.best_metric "
+          "chooses on them and not on the reported ones", choices=("test", "dev"), **_EVAL),
+    Field("evals.dev_examples", 0, int, "questions of the dev split (evals.split='dev'); 0 = "
+          "evals.num_examples", lo=0, **_EVAL),
     Field("evals.data.kind", "synthetic", str, "'synthetic': the training world's questions no "
           "synthetic stage asks; 'jsonl': a file of Examples (build_data.py's test.jsonl / "
           "heldout.jsonl)", choices=DATA_KINDS, **_EVAL),
