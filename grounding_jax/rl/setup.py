@@ -56,6 +56,10 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
       update_lib.settings_from_config(stage_config(c, st), samples_per_prompt(c, st))
     except ValueError as e:
       problems.append(f"config.stages[{i}] ({st.name}): {e}")
+    if c.abstention.control and not recipes.get_recipe(st.recipe).abstention_component:
+      problems.append(f"config.abstention.control={c.abstention.control!r}: stage {st.name!r}'s "
+                      f"recipe {st.recipe!r} marks no abstention in its reward "
+                      "(Recipe.abstention_component); prices need one")
   if problems:
     raise config_checks.ConfigError(problems)
 

@@ -10,6 +10,7 @@ from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax.rl import abstention
 from grounding_jax.rl import config as config_lib
+from grounding_jax.rl import setup
 from grounding_jax.rl import trainer
 from test_evidence_contrast import _prompt, _toy_examples
 
@@ -95,3 +96,12 @@ def test_trainer_shapes_with_the_prices_and_a_resumed_run_continues_them(tiny_ch
       min(price + 0.25 * third["answerable/reward/abstain"], 1.0))
   assert third["abstention/bonus_unanswerable"] == pytest.approx(
       min(bonus + 0.25 * (1 - third["unanswerable/reward/abstain"]), 1.0))
+
+
+def test_a_recipe_that_marks_no_abstention_is_refused_before_loading():
+  c = toy_task.toy_config("/tmp/unused")
+  c.abstention.control = "dual"  # the toy stage's recipe is naive: no abstention component
+  with pytest.raises(ValueError, match="recipe 'naive' marks no abstention"):
+    setup.check_config(c, read_data=False, need_model_path=False)
+  c.stages[0].recipe = "truthrl"
+  setup.check_config(c, read_data=False, need_model_path=False)
