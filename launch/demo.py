@@ -286,13 +286,14 @@ def run(workdir: str | os.PathLike,
   model_ref.write_run_config(grpo_cfg.workdir, grpo_cfg)
   grpo = rl_trainer.Trainer(grpo_cfg, model=sft_model, tokenizer=tokenizer)
   grpo_history = grpo.train()
-  grpo_model = grpo.model
   if grpo_cfg.checkpoint.best_metric:  # the step kept on the dev split, not the last one
-    del grpo
+    del grpo  # the last step's parameters and optimizer state
     loaded = model_ref.load(grpo_ref, dtype=param_dtype, compute_dtype=compute_dtype)
     grpo_model = loaded.model
     print(f"  GRPO row: {loaded.ref.name} ({grpo_cfg.checkpoint.best_metric} on the dev split, "
           f"evals.split={grpo_cfg.evals.split!r})", flush=True)
+  else:
+    grpo_model = grpo.model
   clock.done("GRPO")
 
   clock.start("evaluate the GRPO model")
