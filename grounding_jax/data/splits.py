@@ -48,6 +48,10 @@ def load(spec: Mapping[str, Any], *, limit: int | None = None) -> list[Example]:
   raise ValueError(f"data.kind={kind!r}; expected one of {KINDS}")
 
 
+# What validation while training asks (config.evals.split): the held-out questions, or a dev split.
+EVAL_SPLITS = ("test", "dev")
+
+
 def held_out(spec: Mapping[str, Any], num_examples: int, train_specs: Sequence[Mapping[str, Any]],
              *, exclude: Sequence[Example] = (), seed_offset: int = 0) -> list[Example]:
   """The evaluation split of `spec` (config.evals.data), at most `num_examples` (0 = all of a file).

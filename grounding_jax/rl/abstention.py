@@ -42,13 +42,13 @@ CONTROLS = ("", "dual")
 _META_KEY = "abstention_prices"
 
 
-def component_values(values: Mapping[str, np.ndarray], component: str) -> Optional[np.ndarray]:
-  """The reward component `component` of every row (`component`, or `<fn>/<component>` with several
-  reward functions: the first by name), or None when the rewards have none."""
+def component_values(values: Mapping[str, Any], component: str) -> Optional[Any]:
+  """The reward component `component` in `values` (per row, or a step's mean): `component`, or
+  `<fn>/<component>` with several reward functions (the first by name); None when there is none."""
   if component in values:
-    return np.asarray(values[component])
+    return values[component]
   key = next((k for k in sorted(values) if k.endswith(f"/{component}") and k.count("/") == 1), None)
-  return None if key is None else np.asarray(values[key])
+  return None if key is None else values[key]
 
 
 @dataclasses.dataclass

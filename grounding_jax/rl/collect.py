@@ -184,10 +184,7 @@ class Collector:
     self.c, self.recipe, self.tokenizer, self.mesh, self.hosts = view, recipe, tokenizer, mesh, hosts
     self.pool, self.prompt_fn, self.settings = pool, prompt_fn, settings
     self.options = view.rollout.options.to_dict()
-    self.contrast, self.prices = contrast, prices
-    if prices is not None and not recipe.abstention_component:
-      raise ValueError(f"abstention.control={view.abstention.control!r} needs a recipe whose reward "
-                       f"marks an abstention (Recipe.abstention_component); {recipe.name!r} has none")
+    self.contrast, self.prices = contrast, prices  # prices: setup.check_config checked the recipe
     k = len(contrast.conditions) if contrast else 1
     if settings.group_size * k != view.rollout.group_size:
       raise ValueError(f"{k} evidence condition(s) × {settings.group_size} samples per prompt != "
@@ -278,7 +275,7 @@ class Collector:
       raise ValueError(f"abstention.control: the rewards have no component {component!r} (the "
                        f"abstention mark of recipe {self.recipe.name!r}); they have "
                        f"{sorted(values)}")
-    abstained, answerable = marks > 0.5, _answerable_labels(rollout)
+    abstained, answerable = np.asarray(marks) > 0.5, _answerable_labels(rollout)
     self.prices.update(self.hosts.gather(abstained), self.hosts.gather(answerable))
     shaped = self.prices.shape(values["reward"], abstained, answerable)
     values["abstention_shift"] = shaped - values["reward"]

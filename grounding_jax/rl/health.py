@@ -63,6 +63,7 @@ import optax
 from flax import nnx
 
 from grounding_jax import checkpoints
+from grounding_jax.rl import abstention
 from grounding_jax.rl import update as update_lib
 
 # monitor -> (config.health field, "min" | "max", the metric it reads; None = computed here)
@@ -153,12 +154,11 @@ def abstention_rates(metrics: Mapping[str, float], component: str) -> dict[str, 
   if not component:
     return out
   for name, (_, _, side, _) in CORNERS.items():
-    key = f"{side}/reward/{component}"
-    if key not in metrics:
-      key = next((k for k in sorted(metrics) if k.startswith(f"{side}/reward/")
-                  and k.endswith(f"/{component}") and k.count("/") == 3), None)
-    if key is not None:
-      out[name] = float(metrics[key])
+    prefix = f"{side}/reward/"
+    value = abstention.component_values(
+        {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}, component)
+    if value is not None:
+      out[name] = float(value)
   return out
 
 

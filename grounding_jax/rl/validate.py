@@ -54,8 +54,9 @@ def check_config(c: ml_collections.ConfigDict) -> None:
   if ev.every_steps and ev.data.kind == "jsonl" and not ev.data.path:
     raise ValueError("evals.data.kind='jsonl' needs evals.data.path (e.g. build_data.py's "
                      "heldout.jsonl), or set evals.every_steps=0")
-  if ev.split not in ("test", "dev"):
-    raise ValueError(f"evals.split={ev.split!r}; use 'test' (the held-out questions) or 'dev'")
+  if ev.split not in splits.EVAL_SPLITS:
+    raise ValueError(f"evals.split={ev.split!r}; use one of {splits.EVAL_SPLITS} ('test': the "
+                     "held-out questions)")
   if ev.split == "dev" and ev.every_steps and ev.data.kind != "synthetic":
     raise ValueError("evals.split='dev' draws from the synthetic world; with evals.data.kind="
                      f"{ev.data.kind!r} give the dev file as evals.data.path and keep split='test'")

@@ -22,6 +22,7 @@ from grounding_jax import optim
 from grounding_jax import tools
 from grounding_jax.config_fields import Field
 from grounding_jax.data import contrast
+from grounding_jax.data import splits
 from grounding_jax.data import synthetic
 from grounding_jax.models import attention
 from grounding_jax.models import lora
@@ -411,7 +412,7 @@ EVALS = (
     Field("evals.split", "test", str, "what validation while training asks: 'test' = the held-out "
           "questions launch/evaluate.py reports; 'dev' = a synthetic world's questions that neither "
           "training nor the held-out split ask (data/splits.dev_split), so that checkpoint.best_metric "
-          "chooses on them and not on the reported ones", choices=("test", "dev"), **_EVAL),
+          "chooses on them and not on the reported ones", choices=splits.EVAL_SPLITS, **_EVAL),
     Field("evals.dev_examples", 0, int, "questions of the dev split (evals.split='dev'); 0 = "
           "evals.num_examples", lo=0, **_EVAL),
     Field("evals.data.kind", "synthetic", str, "'synthetic': the training world's questions no "
