@@ -55,6 +55,7 @@ from grounding_jax.eval import report
 from grounding_jax.eval.settings import EvalSettings, check_examples
 from grounding_jax.models import hf_export
 from grounding_jax.rl.config import presets
+from grounding_jax.rl import setup
 from grounding_jax.rl import trainer as trainer_lib
 from grounding_jax.sft import trainer as sft_trainer
 
@@ -75,6 +76,10 @@ flags.mark_flags_as_required(["config"])
 
 # The training run's logged per-step metrics the table reports (rl/collect.py).
 TRAIN_FRACTIONS = ("truncated_frac", "zero_variance_frac")
+# A searching recipe's table adds whether it searches and what it found, and the two answerability
+# sides (issue 38: searches rise, answers from what was found, abstains where nothing was).
+SEARCH_METRICS = ("search/searching_frac", "search/calls_per_completion", "search/gold_recall",
+                  "accuracy_answerable", "abstention_unanswerable")
 
 
 def split_steps(stage_steps: Sequence[int], total: int) -> list[int]:
@@ -244,7 +249,8 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
   settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data)
   out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
   options = settings.evaluate_options()  # judges built once, on first use
-  kw = dict(rewards=rewards, options=options, progress=progress)
+  tool = setup.build_tool(config)  # a searching recipe's retriever: every evaluation and GRPO use it
+  kw = dict(rewards=rewards, options=options, progress=progress, tool=tool)
   results = []
   base_path = config.model.path
   if sft_steps:  # the base model's row, then the warm-up; GRPO starts from the SFT model
@@ -258,7 +264,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
     with config.unlocked():
       config.model.path = sft_warmup(config, sft_steps, sft_data)
   model_ref.write_run_config(config.workdir, config)
-  trainer = trainer_lib.Trainer(config)
+  trainer = trainer_lib.Trainer(config, tool=tool)
   kw["mesh"] = trainer.mesh
   results.append(harness.evaluate_model(trainer.model, trainer.tokenizer, examples, settings,
                                         name="sft" if sft_steps else "start", **kw))
@@ -280,6 +286,8 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
            "models": {"start": base_path, **({"sft": config.model.path} if sft_steps else {}),
                       "grpo": f"{config.workdir}@{steps}"}, **(about_extra or {})}
   report.write(out, settings.recipe, results, versus_start, about)
+  if tool is not None:
+    extra_metrics = (*extra_metrics, *SEARCH_METRICS)
   rows = summary_rows(settings.recipe, results, versus_start, versus_previous, extra_metrics)
   fractions = training_fractions(history)
   text = markdown(settings.recipe, names, rows, fractions, about)

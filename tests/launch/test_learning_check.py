@@ -109,3 +109,20 @@ def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):
   c.evals.data.update(dict(kind="jsonl", path=str(ROOT / "tests" / "data" / "fixtures" / "x.jsonl")))
   with pytest.raises(ValueError, match="--split=dev: a dev split is drawn from the synthetic world"):
     learning_check.examples_for(c, "dev", 4)
+
+
+def test_a_searching_recipe_gets_its_retriever_in_every_evaluation_and_in_grpo(tiny_smollm2_dir,
+                                                                                tmp_path):
+  # configs/search.py:runlocal samples several turns: the check builds the config's retriever once
+  # (before, its first evaluation raised "needs a tool")
+  c = learning_check.prepare_config(tiny("search", tiny_smollm2_dir, tmp_path / "run"), steps=1)
+  summary = learning_check.run(c, sft_steps=1, bootstrap_resamples=100, command="python ...",
+                               progress=False)
+  assert [m for m in summary["metrics"]] == ["start", "sft", "grpo"]
+  for metrics in summary["metrics"].values():
+    assert "search/calls_per_completion" in metrics and "search/searching_frac" in metrics
+  rows = {r["metric"]: r for r in summary["rows"]}
+  assert set(learning_check.SEARCH_METRICS) <= set(rows)
+  iv = rows["search/searching_frac"]["vs_previous"]  # GRPO − SFT, paired
+  assert iv["difference"] == pytest.approx(rows["search/searching_frac"]["grpo"]
+                                           - rows["search/searching_frac"]["sft"])
