@@ -33,6 +33,9 @@ evidence-contrast groups with TruthRL's reward as published; `abstain_answerable
 of an abstention whose passages hold the answer (default ABSTAIN_REWARD_ANSWERABLE; 0 = the
 paper's); `dual` — the paper's reward with abstention prices set by dual ascent
 (`abstention.control="dual"`, rl/abstention.py; tried on the dev worlds, not the default);
+`project` — each step's advantages lose their component along the answer-or-abstain choice all
+prompts share (`abstention.control="project"`, rl/abstention.py; with the default reward, or with
+`abstain_answerable=0` the paper's);
 `best` — the GRPO row is the step with the best balanced accuracy on 32 dev questions of the
 world, validated every 3 steps (`evals.split="dev"`, `checkpoint.best_metric`; not yet run);
 `runlocal` — the same as none (every configs/*.py has a :runlocal).
@@ -125,7 +128,7 @@ ABSTAIN_REWARD_ANSWERABLE = -0.5
 # reported is then not wherever the last step's swing of the shared abstain choice left it.
 BEST_EVERY_STEPS = 3
 DEV_QUESTIONS = 32
-PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual", "best")
+PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual", "project", "best")
 # `:key=value` presets: world=N (the world seed); abstain_answerable=X (TruthRL's reward for an
 # abstention whose passages hold the answer, recipes/truthrl: abstain_reward_answerable; 0 = the
 # paper's).
@@ -240,12 +243,14 @@ def get_config(arg=None):
   c = grpo_config(seed)
   if "group" in parts and "contrast" in parts:
     raise ValueError(f"configs/demo.py:{arg}: group and contrast exclude each other")
-  if "dual" in parts and ("group" in parts or "contrast" in parts):
+  if "dual" in parts and ("group" in parts or "contrast" in parts or "project" in parts):
     raise ValueError(f"configs/demo.py:{arg}: dual goes with the default contrast groups, not with "
-                     "group or contrast")
+                     "group, contrast or project")
   if "dual" in parts:  # the paper's reward, its abstention priced by dual ascent (rl/abstention.py)
     c.reward.functions[0].options.abstain_reward_answerable = 0.0
     c.abstention.control = "dual"
+  if "project" in parts:  # the advantages lose their part along the shared abstain choice
+    c.abstention.control = "project"
   if "best" in parts:  # the GRPO row is the step kept on the world's dev split, not the last step
     c.evals.update(dict(every_steps=BEST_EVERY_STEPS, split="dev", dev_examples=DEV_QUESTIONS))
     c.checkpoint.best_metric = "eval/balanced_accuracy"

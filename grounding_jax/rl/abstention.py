@@ -28,17 +28,31 @@ multipliers decay to 0 and the recipe's reward is unchanged; a drift towards eit
 the multiplier that pushes back, and when both bind the shared choice is pushed both ways and only
 the evidence-conditioned part of it gains. Rows without an answerability label are left as they are.
 The multipliers are part of the checkpoint's meta (a resumed run continues with them).
+
+`abstention.control="project"` instead leaves the rewards alone and removes from each step's
+advantages their component along the shared choice. With s_i = a_i − p(i) (a_i = 1 when row i
+abstained, p(i) the step's sampled abstention share on row i's side: answerable or not), the
+first-order push of a step on a logit shared by all prompts is Σ A_i s_i (A · ∂log π/∂logit, the
+sampled share standing in for π). The step's advantages become
+
+    A ← A − (A·s / s·s) s
+
+so that push is zero: the shared answer-or-abstain choice stays where the start model left it, and
+only what tells the two kinds of prompt apart is trained (with contrast groups, the gold passage).
+Nothing is tuned or carried between steps; s sums to zero on each side, so each side's mean
+advantage is unchanged. The cost: where only one side is near its corner the shared choice could
+have moved safely, and is held anyway.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import ml_collections
 import numpy as np
 
-CONTROLS = ("", "dual")
+CONTROLS = ("", "dual", "project")
 _META_KEY = "abstention_prices"
 
 
@@ -66,10 +80,10 @@ class AbstentionPrices:
                   saved: Optional[Mapping[str, Any]] = None) -> Optional["AbstentionPrices"]:
     """The prices of config section `abstention` (None when abstention.control is ''), continuing
     from a checkpoint's meta `saved` when it holds them."""
-    if not section.control:
-      return None
     if section.control not in CONTROLS:
       raise ValueError(f"abstention.control={section.control!r}; expected one of {CONTROLS}")
+    if section.control != "dual":
+      return None
     prices = cls(float(section.max_answerable), float(section.min_unanswerable),
                  float(section.rate), float(section.max_price))
     if saved and _META_KEY in saved:
@@ -101,3 +115,37 @@ class AbstentionPrices:
 
   def metrics(self) -> dict:
     return {"abstention/price_answerable": self.price, "abstention/bonus_unanswerable": self.bonus}
+
+
+def side_shares(abstained: np.ndarray, answerable: np.ndarray) -> dict[float, float]:
+  """{1.0: sampled abstention share of the answerable rows, 0.0: of the unanswerable ones} (NaN
+  for a side without rows); pass every host's rows."""
+  abstained = np.asarray(abstained, np.float64)
+  return {side: float(abstained[answerable == side].mean()) if (answerable == side).any()
+          else float("nan") for side in (1.0, 0.0)}
+
+
+def shared_choice_scores(abstained: np.ndarray, answerable: np.ndarray,
+                         shares: Optional[Mapping[float, float]] = None) -> np.ndarray:
+  """s_i = a_i − (the sampled abstention share of row i's side), float64 [N]: the direction of the
+  shared answer-or-abstain choice (module doc). 0 on unlabelled rows (`answerable` NaN). `shares`:
+  side_shares of every host's rows (default: of these rows)."""
+  abstained = np.asarray(abstained, np.float64)
+  shares = side_shares(abstained, answerable) if shares is None else shares
+  s = np.zeros_like(abstained)
+  for side in (1.0, 0.0):
+    rows = answerable == side
+    s[rows] = abstained[rows] - shares[side]
+  return s
+
+
+def project_out_shared_choice(advantages: np.ndarray, scores: np.ndarray,
+                              total: Callable[[np.ndarray], np.ndarray] = lambda x: x
+                              ) -> tuple[np.ndarray, float, float]:
+  """(advantages − λ·scores, λ, A·s) with λ = A·s / s·s over every host's rows: the advantages
+  without their component along the shared answer-or-abstain choice (module doc). `total` sums a
+  host's [2] partial sums over hosts (default: one host). λ = 0 when no row's choice varies."""
+  a, s = np.asarray(advantages, np.float64), np.asarray(scores, np.float64)
+  dot, norm = (float(x) for x in total(np.array([a @ s, s @ s])))
+  lam = dot / norm if norm > 0 else 0.0
+  return a - lam * s, lam, dot

@@ -258,6 +258,10 @@ class Collector:
         rewards[rows], g, scale=a.scale, std_ddof=a.std_ddof,
         std_floor=a.std_floor, eps=a.eps, leave_one_out=a.leave_one_out,
         std_tolerance=c.dapo.std_tolerance, token_counts=loss_mask.sum(axis=1))
+    if c.abstention.control == "project":  # after the advantages: their shared-choice part removed
+      advantages, projected = self._project_shared_choice(advantages, values, rows, batch_ro,
+                                                          loss_mask)
+      metrics.update(projected)
     all_adv = self.hosts.gather(advantages)  # metrics describe the global batch, equal on every host
     metrics["advantage/mean"] = float(all_adv.mean())
     metrics["advantage/std"] = float(all_adv.std())
@@ -266,16 +270,36 @@ class Collector:
     return GroupBatch(batch_ro, advantages.astype(np.float32), loss_mask, metrics, t_sample, t_reward,
                       {k: v[rows] for k, v in values.items()})
 
-  def _price_abstentions(self, values: dict, rollout: rollout_lib.Rollout) -> dict:
-    """Updates the abstention prices from this step's rows (all hosts') and shapes `values`'
-    reward with them in place; the shift each row got is kept as values["abstention_shift"]."""
+  def _abstention_marks(self, values: dict) -> np.ndarray:
+    """bool [N]: the rows whose completion abstained (the recipe's abstention component)."""
     component = self.recipe.abstention_component
     marks = abstention_lib.component_values(values, component)
     if marks is None:
       raise ValueError(f"abstention.control: the rewards have no component {component!r} (the "
                        f"abstention mark of recipe {self.recipe.name!r}); they have "
                        f"{sorted(values)}")
-    abstained, answerable = np.asarray(marks) > 0.5, _answerable_labels(rollout)
+    return np.asarray(marks) > 0.5
+
+  def _project_shared_choice(self, advantages: np.ndarray, values: dict, rows: np.ndarray,
+                             batch_ro: rollout_lib.Rollout, loss_mask: np.ndarray
+                             ) -> tuple[np.ndarray, dict]:
+    """The batch's advantages without their component along the shared answer-or-abstain choice
+    (rl/abstention.py, control "project"), over every host's rows; rows that carry no loss count
+    as unlabelled."""
+    abstained = self._abstention_marks(values)[rows]
+    labels = np.where(loss_mask.any(axis=1), _answerable_labels(batch_ro), np.nan)
+    shares = abstention_lib.side_shares(self.hosts.gather(abstained), self.hosts.gather(labels))
+    scores = abstention_lib.shared_choice_scores(abstained, labels, shares)
+    projected, lam, dot = abstention_lib.project_out_shared_choice(
+        advantages, scores, lambda x: self.hosts.gather(x[None]).sum(axis=0))
+    n = len(self.hosts.gather(labels))
+    return projected.astype(advantages.dtype), {"abstention/shared_push": dot / n,
+                                                "abstention/projection": lam}
+
+  def _price_abstentions(self, values: dict, rollout: rollout_lib.Rollout) -> dict:
+    """Updates the abstention prices from this step's rows (all hosts') and shapes `values`'
+    reward with them in place; the shift each row got is kept as values["abstention_shift"]."""
+    abstained, answerable = self._abstention_marks(values), _answerable_labels(rollout)
     self.prices.update(self.hosts.gather(abstained), self.hosts.gather(answerable))
     shaped = self.prices.shape(values["reward"], abstained, answerable)
     values["abstention_shift"] = shaped - values["reward"]

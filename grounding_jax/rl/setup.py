@@ -59,7 +59,7 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
     if c.abstention.control and not recipes.get_recipe(st.recipe).abstention_component:
       problems.append(f"config.abstention.control={c.abstention.control!r}: stage {st.name!r}'s "
                       f"recipe {st.recipe!r} marks no abstention in its reward "
-                      "(Recipe.abstention_component); prices need one")
+                      "(Recipe.abstention_component); the control needs one")
   if problems:
     raise config_checks.ConfigError(problems)
 

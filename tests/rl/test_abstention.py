@@ -1,7 +1,9 @@
-"""Abstention prices by dual ascent (rl/abstention.py): the update and the shaping against hand
+"""Abstention controls (rl/abstention.py): dual prices — the update and the shaping against hand
 arithmetic, the config section, and a tiny-model run whose checkpoint carries the prices into the
-resumed run. The toy two-armed comparison with fixed prices is in test_evidence_contrast.py."""
+resumed run; the projection off the shared choice — against a least-squares residual and in the
+Collector's batch. The toy two-armed comparisons are in test_evidence_contrast.py."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -9,7 +11,11 @@ import toy_task
 from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax.rl import abstention
+from grounding_jax.rl import collect
 from grounding_jax.rl import config as config_lib
+from grounding_jax.rl import data_stream
+from grounding_jax.rl import host_batch
+from grounding_jax.rl import reward_pool
 from grounding_jax.rl import setup
 from grounding_jax.rl import trainer
 from test_evidence_contrast import _prompt, _toy_examples
@@ -105,3 +111,76 @@ def test_a_recipe_that_marks_no_abstention_is_refused_before_loading():
     setup.check_config(c, read_data=False, need_model_path=False)
   c.stages[0].recipe = "truthrl"
   setup.check_config(c, read_data=False, need_model_path=False)
+
+
+def test_projection_removes_the_shared_choice_and_keeps_each_sides_mean():
+  answerable = np.array([1, 1, 1, 1, 0, 0, 0, 0, NAN])
+  abstained = np.array([1, 0, 0, 0, 1, 1, 1, 0, 1], bool)
+  scores = abstention.shared_choice_scores(abstained, answerable)
+  np.testing.assert_allclose(scores, [0.75, -0.25, -0.25, -0.25, 0.25, 0.25, 0.25, -0.75, 0])
+  adv = np.array([-1.0, 1.2, 0.3, -0.5, 0.9, 0.8, 1.1, -2.0, 0.4])
+  projected, lam, dot = abstention.project_out_shared_choice(adv, scores)
+  # the least-squares residual of the advantages on the scores (an independent computation)
+  coef = np.linalg.lstsq(scores[:, None], adv, rcond=None)[0][0]
+  assert lam == pytest.approx(coef) and dot == pytest.approx(adv @ scores)
+  np.testing.assert_allclose(projected, adv - coef * scores)
+  assert projected @ scores == pytest.approx(0, abs=1e-12)
+  for side in (1, 0):
+    rows = answerable == side
+    assert projected[rows].mean() == pytest.approx(adv[rows].mean())
+  assert projected[-1] == adv[-1]  # unlabelled row untouched
+  same = abstention.project_out_shared_choice(adv, np.zeros(9))  # no row's choice varies
+  np.testing.assert_array_equal(same[0], adv) and same[1] == 0.0
+  # every host's partial sums: two halves give the one-host answer
+  halves = [(adv[:4], scores[:4]), (adv[4:], scores[4:])]
+  sums = sum(np.array([a @ s, s @ s]) for a, s in halves)
+  for a, s in halves:
+    got = abstention.project_out_shared_choice(a, s, total=lambda _: sums)[0]
+    np.testing.assert_allclose(got, a - coef * s)
+
+
+class ParityAbstains(toy_task.TargetShareReward):
+  """The target-word share, with `abstain` 1 where the first word's number is even (picklable; a
+  random tiny model's choice then varies within a step)."""
+
+  def __call__(self, completions, examples, **extra):
+    out = super().__call__(completions, examples)
+    first = [t.split()[:1] for t in completions]
+    out["abstain"] = np.array([float(bool(w) and w[0][1:].isdigit() and int(w[0][1:]) % 2 == 0)
+                               for w in first])
+    return out
+
+
+def test_collector_projects_the_batch_advantages(tiny_checkpoint, tmp_path):
+  c = toy_task.toy_config(tmp_path, steps=1, prompts=4, group=4, new_tokens=4)
+  c.stages = [config_lib.stage("toy", num_steps=1, recipe="truthrl",
+                               data=dict(evidence_contrast="gold_removed"))]
+  c.advantage.scale = "group"
+  c.abstention.control = "project"
+  st = c.stages[0]
+  view = setup.stage_config(c, st)
+  questions, contrast = setup.evidence_contrast(st, _toy_examples(12), seed=5)
+  recipe = setup.recipes.get_recipe("truthrl")
+  reward = ParityAbstains()
+  pool = reward_pool.RewardPool([("toy", 1.0, reward)], num_workers=0)
+  settings = setup.sampling_settings(view, recipe, setup.samples_per_prompt(view, st))
+  collector = collect.Collector(view, recipe, toy_task.make_tokenizer(), None,
+                                host_batch.HostBatches(None), pool, _prompt, settings, contrast)
+  batch = collector.collect(jax.random.key(0), data_stream.ExampleStream(questions, seed=0),
+                            models.load_pretrained(tiny_checkpoint("llama")))
+  ro = batch.rollout
+  out = reward(ro.texts, ro.row_examples())
+  rewards = out["reward"].reshape(-1, 4)  # one contrast group: 2 gold-kept + 2 gold-removed rows
+  mean, std = rewards.mean(1, keepdims=True), rewards.std(1, ddof=1, keepdims=True)
+  plain = np.where(std > 0, (rewards - mean) / (std + 1e-4), 0.0).reshape(-1)
+  answerable = np.array([float(ex.answerable) for ex in ro.row_examples()])
+  abstained = out["abstain"] > 0.5
+  scores = np.zeros(len(plain))
+  for side in (1, 0):
+    scores[answerable == side] = abstained[answerable == side] - abstained[answerable == side].mean()
+  assert scores @ scores > 0  # the choice varies in this batch
+  lam = (plain @ scores) / (scores @ scores)
+  np.testing.assert_allclose(batch.advantages, plain - lam * scores, rtol=1e-5, atol=1e-5)
+  assert batch.metrics["abstention/projection"] == pytest.approx(lam, rel=1e-5, abs=1e-6)
+  assert batch.metrics["abstention/shared_push"] == pytest.approx(plain @ scores / len(plain),
+                                                                  rel=1e-5, abs=1e-6)

@@ -233,15 +233,18 @@ ADVANTAGE = (
     Field("advantage.leave_one_out", False, bool, "RLOO baseline: the mean of the other G − 1"),
 )
 
-# Abstention prices by dual ascent (rl/abstention.py): the price of an abstention where the passages
-# hold the answer and the bonus of one where they do not are Lagrange multipliers of the two
-# constraints below on each step's sampled completions. Needs answerability labels (or evidence-
-# contrast groups) and a recipe whose reward marks abstention (Recipe.abstention_component).
+# Keeping the shared answer-or-abstain choice out of both corners (rl/abstention.py): 'dual' prices
+# an abstention where the passages hold the answer and pays one where they do not, the two prices
+# Lagrange multipliers of the constraints below on each step's sampled completions; 'project'
+# removes from the advantages their component along the choice all prompts share. Both need
+# answerability labels (or evidence-contrast groups) and a recipe whose reward marks abstention
+# (Recipe.abstention_component).
 ABSTENTION = (
     Field("abstention.control", "", str, "'' = off (the recipe's reward as it is); 'dual': the "
           "reward of an abstention is shifted by two multipliers updated each step from the "
-          "sampled abstention shares (rl/abstention.py)", choices=abstention.CONTROLS,
-          why="'' = off, 'dual' = prices by dual ascent"),
+          "sampled abstention shares; 'project': each step's advantages lose their component "
+          "along the shared abstain choice (rl/abstention.py)", choices=abstention.CONTROLS,
+          why="'' = off, 'dual' = prices by dual ascent, 'project' = shared choice held"),
     Field("abstention.max_answerable", 0.2, float, "the highest share of sampled completions that "
           "may abstain on prompts whose passages hold the answer", lo=0, hi=1),
     Field("abstention.min_unanswerable", 0.7, float, "the lowest share that must abstain on prompts "
