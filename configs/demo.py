@@ -35,7 +35,7 @@ paper's); `dual` — the paper's reward with abstention prices set by dual ascen
 (`abstention.control="dual"`, rl/abstention.py; tried on the dev worlds, not the default);
 `project` — each step's advantages lose their component along the answer-or-abstain choice all
 prompts share (`abstention.control="project"`, rl/abstention.py; with the default reward, or with
-`abstain_answerable=0` the paper's);
+`abstain_answerable=0` the paper's; tried on dev worlds 14 and 15, not the default);
 `best` — the GRPO row is the step with the best balanced accuracy on 32 dev questions of the
 world, validated every 3 steps (`evals.split="dev"`, `checkpoint.best_metric`; not yet run);
 `runlocal` — the same as none (every configs/*.py has a :runlocal).
