@@ -1,7 +1,15 @@
-"""Abstention prices set by dual ascent: GRPO kept out of both corners on any world.
+"""Against the corners of GRPO's shared answer-or-abstain choice: prices set by dual ascent, or the
+advantages projected off the choice (config section `abstention`).
 
-    prices = AbstentionPrices.from_config(view.abstention, saved=meta)  # None when off
-    rewards = prices.step(rewards, abstained, answerable, hosts)     # before the advantages
+    prices = AbstentionPrices.from_config(view.abstention, saved=meta)  # None unless "dual"
+    prices.update(abstained, answerable)                                # every host's rows
+    rewards = prices.shape(rewards, abstained, answerable)              # before the advantages
+
+    scores = shared_choice_scores(abstained, answerable, shares)        # "project": after them
+    advantages, lam, push = project_out_shared_choice(advantages, scores, total)
+
+Neither holds on every one of the demo's dev worlds (docs/results.md, "The next default"): both
+are options, measured, not defaults.
 
 A small policy's answer-or-abstain choice is largely one choice shared by all prompts: its expected
 policy gradient is the sum over the two kinds of prompt of π(1 − π)(E[r | abstain] − E[r | answer]),
@@ -41,7 +49,9 @@ so that push is zero: the shared answer-or-abstain choice stays where the start 
 only what tells the two kinds of prompt apart is trained (with contrast groups, the gold passage).
 Nothing is tuned or carried between steps; s sums to zero on each side, so each side's mean
 advantage is unchanged. The cost: where only one side is near its corner the shared choice could
-have moved safely, and is held anyway.
+have moved safely, and is held anyway. And the hold is first-order in the abstain decision alone:
+on the demo's world 14 the choice still drifted, to answering (abstention on unanswerable held-out
+items 52 → 11 %), moved by what the update did to the answers themselves.
 """
 
 from __future__ import annotations
@@ -78,8 +88,8 @@ class AbstentionPrices:
   @classmethod
   def from_config(cls, section: ml_collections.ConfigDict,
                   saved: Optional[Mapping[str, Any]] = None) -> Optional["AbstentionPrices"]:
-    """The prices of config section `abstention` (None when abstention.control is ''), continuing
-    from a checkpoint's meta `saved` when it holds them."""
+    """The prices of config section `abstention` (None unless abstention.control is "dual"),
+    continuing from a checkpoint's meta `saved` when it holds them."""
     if section.control not in CONTROLS:
       raise ValueError(f"abstention.control={section.control!r}; expected one of {CONTROLS}")
     if section.control != "dual":
