@@ -5,7 +5,7 @@ r"""Search-R1 (arXiv:2503.09516): the policy searches inside its rollout, then a
       --workdir=/runs/search
   python launch/train.py --config=configs/search.py:runlocal --workdir=/tmp/gj_search      # CPU
   python launch/train.py --config=configs/search.py:runlocal,grounded --workdir=/tmp/gj_search_g
-  python launch/learning_check.py --config=configs/search.py:runlocal --sft_steps=6 --workdir=/tmp/gj_lc_search
+  python launch/learning_check.py --config=configs/search.py:runlocal --sft_steps=16 --workdir=/tmp/gj_lc_search
 
 `:grounded` trains the grounded variant (recipe search_grounded: answers must be supported by the
 retrieved passages, `I don't know` pays where nothing retrieved supports one). docs/recipes/search.md
