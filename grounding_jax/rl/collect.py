@@ -288,12 +288,12 @@ class Collector:
     as unlabelled."""
     abstained = self._abstention_marks(values)[rows]
     labels = np.where(loss_mask.any(axis=1), _answerable_labels(batch_ro), np.nan)
-    shares = abstention_lib.side_shares(self.hosts.gather(abstained), self.hosts.gather(labels))
+    all_labels = self.hosts.gather(labels)
+    shares = abstention_lib.side_shares(self.hosts.gather(abstained), all_labels)
     scores = abstention_lib.shared_choice_scores(abstained, labels, shares)
     projected, lam, dot = abstention_lib.project_out_shared_choice(
         advantages, scores, lambda x: self.hosts.gather(x[None]).sum(axis=0))
-    n = len(self.hosts.gather(labels))
-    return projected.astype(advantages.dtype), {"abstention/shared_push": dot / n,
+    return projected.astype(advantages.dtype), {"abstention/shared_push": dot / len(all_labels),
                                                 "abstention/projection": lam}
 
   def _price_abstentions(self, values: dict, rollout: rollout_lib.Rollout) -> dict:
