@@ -26,6 +26,8 @@ from grounding_jax.rl.config import presets
 
 MAX_TURNS = 4       # the paper's action budget
 RUNLOCAL_TURNS = 3  # two hops and one retry fit in a CPU run
+# recipes/search/reward.py GroundedSearchReward's defaults (its docstring's table).
+GROUNDED_REWARD = dict(abstain_reward=1.0, unjustified_abstain_reward=0.0, unsupported_reward=-1.0)
 
 
 def _set_max_turns(c, turns):
@@ -51,7 +53,11 @@ def get_config(arg=None):
   _set_max_turns(c, MAX_TURNS)
   c.search.update(dict(retriever="http", corpus="", url="", top_k=3, timeout_s=30.0, retries=3,
                        on_error="empty"))
-  c.reward.functions = [presets.reward_fn(recipe)]
+  # The grounded reward's values, spelled out so a run can set them from the command line
+  # (--config.reward.functions[0].options.unjustified_abstain_reward=-0.5: a price on abstaining
+  # where the retrieved passages hold the answer, as the demo's against the refusal corner).
+  options = GROUNDED_REWARD if recipe == "search_grounded" else {}
+  c.reward.functions = [presets.reward_fn(recipe, **options)]
   c.advantage.update(dict(scale="group", std_ddof=1, eps=1e-6))
   c.loss.update(dict(clip_eps_low=0.2, clip_eps_high=0.2, kl_coef=0.001, kl_estimator="k3",
                      kl_clamp=10.0, aggregation="token_mean"))

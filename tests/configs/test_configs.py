@@ -4,6 +4,7 @@ is its chat template's empty think block. (Each :runlocal trains 3 steps on a ti
 in test_runlocal_golden.py.)"""
 
 import importlib.util
+import inspect
 import json
 import pathlib
 import subprocess
@@ -16,6 +17,7 @@ import transformers
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.eval import from_config
 from grounding_jax.recipes import available_recipes, get_recipe, get_reward
+from grounding_jax.recipes.search import reward as search_reward
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -154,3 +156,12 @@ def test_truthrl_judge_presets():
   local.reward.num_workers = 2
   with pytest.raises(ValueError, match=r"functions\[0\]\.options\.judge\.mesh=.*num_workers=0"):
     from_config.reward_functions(local)
+
+
+def test_search_grounded_options_are_the_rewards_defaults():
+  """configs/search.py:grounded spells the grounded reward's values out (so a run can set one from
+  the command line); they must stay GroundedSearchReward's own defaults."""
+  c = _load(ROOT / "configs" / "search.py").get_config("runlocal,grounded")
+  params = inspect.signature(search_reward.GroundedSearchReward.__init__).parameters
+  assert dict(c.reward.functions[0].options) == {k: p.default for k, p in params.items() if k != "self"}
+  assert dict(_load(ROOT / "configs" / "search.py").get_config("runlocal").reward.functions[0].options) == {}
