@@ -52,8 +52,10 @@ def get_config(arg=None):
                      aggregation="token_mean"))
   c.update_loop.update(dict(num_iterations=1, num_minibatches=1, micro_batch_size=8))
   c.optimizer.update(dict(learning_rate=1e-5, schedule="cosine", warmup_ratio=0.1))
+  # refusal_reward_answerable: 0 is the paper's; spelled out so a run can price over-refusal
+  # (--config.stages[1].reward.functions[0].options.refusal_reward_answerable=-0.5).
   stage2_reward = ml_collections.ConfigDict(dict(
-      functions=[presets.reward_fn("trust_stage2", nli=nli)]))
+      functions=[presets.reward_fn("trust_stage2", nli=nli, refusal_reward_answerable=0.0)]))
   c.stages = [rl_config.stage("stage1", num_steps=25, recipe="trust_stage1"),
               rl_config.stage("stage2", num_steps=250, recipe="trust_stage2", reward=stage2_reward)]
   for st in c.stages:

@@ -8,6 +8,7 @@ shown documents as `[n]`, or the answer is Trust-Score's refusal sentence. The r
       + [format ok and all 4 tags once] · (1                (Eq. 4)
           + stage 1:                 Σ_statements (R_EM + R_citation)               (Eq. 5)
           + stage 2, answerable:     answered → 0.5 + Σ (R_EM + R_citation); refused → 0
+                                     (refusal_reward_answerable, ≤ 0: a price on over-refusal)
           + stage 2, unanswerable:   refused → r_score (in (0.85, 1]); answered → 0)   (Eq. 6)
 
 R_EM = 0.5 per statement containing a gold answer; R_citation = +0.5 / −0.5 for such a statement
@@ -105,7 +106,7 @@ _DATASETS = ("asqa", "qampari") + CLAIM_DATASETS
 class TrustReward(reward_fn.RewardFn):
   """Ground-GRPO reward, `stage` 1 or 2.
 
-  Range: [0, +inf): stage 1 ≥ 0, 2 + 1.0 per correct well-cited statement (unbounded: the paper sums
+  Range: [min(0, refusal_reward_answerable), +inf): stage 1 ≥ 0, 2 + 1.0 per correct well-cited statement (unbounded: the paper sums
   over statements); stage 2 adds 0.5 for answering an answerable question, or up to 1.0
   for refusing an unanswerable one. Malformed text is in [0, 1] (tag count only).
 
@@ -117,13 +118,16 @@ class TrustReward(reward_fn.RewardFn):
   forced_prefix (text the chat template put before the completion, e.g. "<think>\\n"; tags and format
   are read on prefix + completion), max_citations (3), refusal_threshold (0.85),
   count_each_gold_once (a statement earns EM only for gold answers no earlier statement hit),
-  calibrated_gold (only gold answers some shown document supports, from meta["answers_found"]).
+  calibrated_gold (only gold answers some shown document supports, from meta["answers_found"]),
+  refusal_reward_answerable (stage 2: what refusing an answerable question earns; 0 in the paper, a
+  negative value prices over-refusal as configs/demo.py's TruthRL reward does, docs/training.md
+  "Evidence-contrast groups").
   """
 
   def __init__(self, stage: int, nli: Any = None, bad_citation_penalty: bool = True,
                forced_prefix: str = "", max_citations: int = 3, refusal_threshold: float = 0.85,
                count_each_gold_once: bool = False, calibrated_gold: bool = False,
-               process_reward_weight: float = 0.0):
+               process_reward_weight: float = 0.0, refusal_reward_answerable: float = 0.0):
     if stage not in (1, 2):
       raise ValueError(f"trust: stage={stage!r}; use 1 or 2.")
     if nli is None or nli == "":
@@ -141,11 +145,15 @@ class TrustReward(reward_fn.RewardFn):
     if process_reward_weight < 0:
       raise ValueError(f"trust: process_reward_weight={process_reward_weight} must be >= 0.")
     self.process_reward_weight = float(process_reward_weight)
+    if not -1.0 <= float(refusal_reward_answerable) <= 0.0:
+      raise ValueError(f"trust: refusal_reward_answerable={refusal_reward_answerable} must be in "
+                       "[-1, 0] (0: the paper's; below 0 prices refusing an answerable question).")
+    self.refusal_reward_answerable = float(refusal_reward_answerable)
     self.name = f"trust_stage{stage}"
 
   @property
   def reward_range(self) -> tuple[float, float]:
-    return 0.0, float("inf")
+    return min(0.0, self.refusal_reward_answerable), float("inf")
 
   def _check_example(self, i: int, ex: Example) -> str:
     dataset = (ex.meta or {}).get("dataset", trust_score.DEFAULT_DATASET)
@@ -216,6 +224,7 @@ class TrustReward(reward_fn.RewardFn):
           comp["refusal"][i] = text.refusal_score(out.answer) if refused else 0.0
           continue
         if refused:
+          comp["refusal"][i] = self.refusal_reward_answerable
           continue
         comp["refusal"][i] = ANSWER_BONUS
       # Correctness: stage 1 always (no refusal gate, [DECISION]), stage 2 when answering.

@@ -159,3 +159,21 @@ def test_process_reward_option():
   np.testing.assert_allclose(out["process"], [1, 0, 0])
   np.testing.assert_allclose(out["reward"], [4.5, 3.5, 0])
   assert len(nli.calls) == 1  # citation and process pairs share the batch's one call
+
+
+def test_refusal_reward_answerable_prices_only_refusing_an_answerable_question():
+  """0 is the paper's (an answerable refusal earns the format terms only, 2.0); a price moves that one
+  cell and nothing else: answering, and refusing an unanswerable question, score as before."""
+  completions = [wrap(text.REFUSAL_SENTENCE), wrap(text.REFUSAL_SENTENCE), wrap(GOOD),
+                 wrap("Bananas are yellow [4].")]
+  examples = [ANS, UNANS, ANS, ANS]
+  paper = get_reward("trust_stage2", nli=SubstringNLI())(completions, examples)["reward"]
+  priced_fn = get_reward("trust_stage2", nli=SubstringNLI(), refusal_reward_answerable=-0.5)
+  priced = priced_fn(completions, examples)["reward"]
+  np.testing.assert_allclose(paper, [2.0, 3.0, 3.5, 2.5])
+  np.testing.assert_allclose(priced, [1.5, 3.0, 3.5, 2.5])
+  assert priced_fn.reward_range == (-0.5, float("inf"))
+  stage1 = get_reward("trust_stage1", nli=SubstringNLI(), refusal_reward_answerable=-0.5)
+  assert stage1([wrap(text.REFUSAL_SENTENCE)], [ANS])["reward"][0] == 2.0  # stage 1: no refusal term
+  with pytest.raises(ValueError, match="refusal_reward_answerable=0.5"):
+    get_reward("trust_stage2", nli=SubstringNLI(), refusal_reward_answerable=0.5)
