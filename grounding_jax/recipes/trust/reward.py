@@ -106,9 +106,10 @@ _DATASETS = ("asqa", "qampari") + CLAIM_DATASETS
 class TrustReward(reward_fn.RewardFn):
   """Ground-GRPO reward, `stage` 1 or 2.
 
-  Range: [min(0, refusal_reward_answerable), +inf): stage 1 ≥ 0, 2 + 1.0 per correct well-cited statement (unbounded: the paper sums
+  Range: [0, +inf): stage 1 ≥ 0, 2 + 1.0 per correct well-cited statement (unbounded: the paper sums
   over statements); stage 2 adds 0.5 for answering an answerable question, or up to 1.0
-  for refusing an unanswerable one. Malformed text is in [0, 1] (tag count only).
+  for refusing an unanswerable one, and refusal_reward_answerable (≤ 0) for refusing an answerable
+  one. Malformed text is in [0, 1] (tag count only).
 
   Components: tag_count, format (0/1), em (Σ R_EM), citation (Σ R_citation), refusal (R_refusal),
   refused (1 if r_score > 0.85), n_statements, process (the optional process reward).
@@ -153,7 +154,7 @@ class TrustReward(reward_fn.RewardFn):
 
   @property
   def reward_range(self) -> tuple[float, float]:
-    return min(0.0, self.refusal_reward_answerable), float("inf")
+    return 0.0, float("inf")  # a priced refusal (≥ −1) still has its tag and format terms (2)
 
   def _check_example(self, i: int, ex: Example) -> str:
     dataset = (ex.meta or {}).get("dataset", trust_score.DEFAULT_DATASET)

@@ -172,7 +172,7 @@ def test_refusal_reward_answerable_prices_only_refusing_an_answerable_question()
   priced = priced_fn(completions, examples)["reward"]
   np.testing.assert_allclose(paper, [2.0, 3.0, 3.5, 2.5])
   np.testing.assert_allclose(priced, [1.5, 3.0, 3.5, 2.5])
-  assert priced_fn.reward_range == (-0.5, float("inf"))
+  assert priced_fn.reward_range == (0.0, float("inf"))  # tags + format (2) − at most 1
   stage1 = get_reward("trust_stage1", nli=SubstringNLI(), refusal_reward_answerable=-0.5)
   assert stage1([wrap(text.REFUSAL_SENTENCE)], [ANS])["reward"][0] == 2.0  # stage 1: no refusal term
   with pytest.raises(ValueError, match="refusal_reward_answerable=0.5"):
