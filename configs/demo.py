@@ -36,9 +36,10 @@ paper's); `dual` — the paper's reward with abstention prices set by dual ascen
 `project` — each step's advantages lose their component along the answer-or-abstain choice all
 prompts share (`abstention.control="project"`, rl/abstention.py; with the default reward, or with
 `abstain_answerable=0` the paper's; tried on dev worlds 14 and 15, not the default);
-`best` — the GRPO row is the step with the best balanced accuracy on 32 dev questions of the
-world, validated every 3 steps (`evals.split="dev"`, `checkpoint.best_metric`; not yet run);
-`runlocal` — the same as none (every configs/*.py has a :runlocal).
+`last` — the GRPO row is the last step, no validation (before issue 34's runs 76-79; by default it
+is the step with the best balanced accuracy on 32 dev questions of the world, validated every 2
+steps: `evals.split="dev"`, `checkpoint.best_metric`); `best` — the default, kept so the commands
+of runs 67-79 still run; `runlocal` — the same as none (every configs/*.py has a :runlocal).
 
 Why TruthRL. Its ternary reward (+1 correct, 0 `\boxed{I don't know}`, −1 wrong or no box) scores
 both things a grounded model must do with one short, exactly-checkable answer: answer from the
@@ -61,9 +62,9 @@ case of the two (retrieval that found nothing relevant, not near misses); runs 1
 Why SFT on ANOTHER world, both kinds, two passes over 256 rows (runs 12-26, 31). SmolLM2 never writes
 `\boxed{}` on its own (reward −1 on every sample: zero within-group variance, no gradient), so SFT
 teaches the format first. Its rows are SFT_EXAMPLES questions of world seed + SFT_WORLD_OFFSET (other
-invented entities: no fact, question or passage of the evaluated world), three quarters answerable
-(gold: think, quote the passage, box the name; half until run 30) and the rest over unrelated
-passages with the target `\boxed{I don't know}`.
+invented entities: no fact, question or passage of the evaluated world), five eighths answerable
+(gold: think, quote the passage, box the name; half until run 30, three quarters until run 79) and
+the rest over unrelated passages with the target `\boxed{I don't know}`.
 So SFT teaches reading and abstaining as skills, not the evaluated world's facts, and GRPO starts
 from a model that already tells the two kinds apart (runs 15, 20, 21: abstention 53-97 %, accuracy
 56-62 %). Two passes, because after one GRPO found the refusal corner (runs 15-19): the model's
@@ -100,7 +101,8 @@ DEV_SEED = 1          # the world the settings were chosen on
 TRAIN_QUESTIONS = 64  # GRPO prompts (one draw of the world; the held-out questions are others)
 SFT_WORLD_OFFSET = 1000  # SFT's rows: world seed + 1000 (none of the evaluated world's facts)
 SFT_EXAMPLES = 256    # SFT rows: answerable ones and unrelated passages with `\boxed{I don't know}`
-SFT_ANSWERABLE_RATIO = 0.75  # of the SFT rows (0.5 abstained on every unanswerable item: run 29)
+SFT_ANSWERABLE_RATIO = 0.625  # of the SFT rows: 0.5 abstained on every unanswerable item (run 29);
+                             # 0.75 abstained on 48-52 % of them on dev worlds 10, 14, 15 (runs 72-75)
 NUM_COUNTRIES = 24    # world size (people 2x, companies 1x): room for 128 held-out questions
 PASSAGES = 3          # passages in every context (SFT rows, GRPO prompts, held-out questions): a
                       # ~354-token prompt; 5 cost an SFT step 8.1 s instead of 6.9 s (run 27)
@@ -122,13 +124,15 @@ GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 
 # accuracy; the previous default is `:group`.
 EVIDENCE_CONTRAST = "gold_removed"
 ABSTAIN_REWARD_ANSWERABLE = -0.5
-# `:best`: validate every BEST_EVERY_STEPS steps on DEV_QUESTIONS questions of the world that neither
-# training nor the 128 held-out ones ask (data/splits.dev_split), and report the step with the best
-# balanced accuracy (mean of accuracy on answerable and abstention on unanswerable items): the model
-# reported is then not wherever the last step's swing of the shared abstain choice left it.
-BEST_EVERY_STEPS = 3
+# The GRPO row is the step kept on the world's dev split (`:last` turns this off): validate every
+# BEST_EVERY_STEPS steps on DEV_QUESTIONS questions of the world that neither training nor the 128
+# held-out ones ask (data/splits.dev_split), and report the step with the best balanced accuracy
+# (mean of accuracy on answerable and abstention on unanswerable items): the model reported is then
+# not wherever the last step's swing of the shared abstain choice left it (dev worlds 10 and 15
+# ended on the refusing side at step 12 and not at their kept steps: runs 72-79).
+BEST_EVERY_STEPS = 2
 DEV_QUESTIONS = 32
-PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual", "project", "best")
+PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual", "project", "best", "last")
 # `:key=value` presets: world=N (the world seed); abstain_answerable=X (TruthRL's reward for an
 # abstention whose passages hold the answer, recipes/truthrl: abstain_reward_answerable; 0 = the
 # paper's).
@@ -152,8 +156,8 @@ def sft_config(seed: int, second: bool = False) -> ml_collections.ConfigDict:
   c.model.path = "/tmp/grounding_jax_demo/sft1/hf" if second else presets.SMOLLM2
   c.model.remat = True              # else the backward keeps 30 layers' activations: GBs
   c.model.compute_dtype = COMPUTE_DTYPE
-  # Another world's questions (no entity, fact or question of the evaluated world), a quarter of
-  # them over unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format,
+  # Another world's questions (no entity, fact or question of the evaluated world), three eighths
+  # of them over unrelated passages with the target `\boxed{I don't know}`: SFT teaches the format,
   # reading and when to abstain; GRPO then sharpens both (docs/demo_runs.md, runs 12-21, 29-31).
   c.data.update(dict(kind="recipe", recipe="truthrl", source="synthetic", template="default",
                      target="default", num_examples=SFT_EXAMPLES, seed=seed + SFT_WORLD_OFFSET,
@@ -251,7 +255,9 @@ def get_config(arg=None):
     c.abstention.control = "dual"
   if "project" in parts:  # the advantages lose their part along the shared abstain choice
     c.abstention.control = "project"
-  if "best" in parts:  # the GRPO row is the step kept on the world's dev split, not the last step
+  if "best" in parts and "last" in parts:
+    raise ValueError(f"configs/demo.py:{arg}: best and last exclude each other")
+  if "last" not in parts:  # the GRPO row is the step kept on the world's dev split, not the last step
     c.evals.update(dict(every_steps=BEST_EVERY_STEPS, split="dev", dev_examples=DEV_QUESTIONS))
     c.checkpoint.best_metric = "eval/balanced_accuracy"
   if "group" in parts or "contrast" in parts:  # the paper's reward (no price on over-refusal)

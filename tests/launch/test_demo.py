@@ -58,20 +58,23 @@ def test_demo_presets_of_the_grpo_stage():
   assert dual.stages[0].data.evidence_contrast == "gold_removed"
   assert module.get_config("world=3,abstain_answerable=-1.0").reward.functions[0].options[
       "abstain_reward_answerable"] == -1.0
-  best = module.get_config("world=3,dual,best")  # validated on the dev split, the best step kept
-  assert (best.evals.split, best.evals.dev_examples, best.checkpoint.best_metric) == (
+  # By default validated on the dev split, the best step kept; `:best` says the same; `:last` not.
+  last = module.get_config("world=3,last")
+  assert (base.evals.split, base.evals.dev_examples, base.checkpoint.best_metric) == (
       "dev", module.DEV_QUESTIONS, "eval/balanced_accuracy")
-  assert best.evals.every_steps == module.BEST_EVERY_STEPS and base.evals.every_steps == 0
-  assert demo.grpo_model_ref("/w", best) == "/w/grpo@best" and demo.grpo_model_ref("/w", base) == "/w/grpo"
+  assert base.evals.every_steps == module.BEST_EVERY_STEPS and last.evals.every_steps == 0
+  assert module.get_config("world=3,best").to_dict() == base.to_dict()
+  assert not last.checkpoint.best_metric
+  assert demo.grpo_model_ref("/w", base) == "/w/grpo@best" and demo.grpo_model_ref("/w", last) == "/w/grpo"
   for bad, message in (("dual,group", "dual goes with"), ("world=x", "non-negative integer"),
-                       ("price", "unknown preset")):
+                       ("price", "unknown preset"), ("best,last", "exclude each other")):
     with pytest.raises(ValueError, match=message):
       module.get_config(bad)
 
 
 def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_path, capsys):
-  # With `:best`: validated on the world's dev split after each step, the GRPO row is the kept step.
-  sft_cfgs, grpo_cfg = demo.load_configs("best")
+  # Validated on the world's dev split after each step (the default), the GRPO row is the kept step.
+  sft_cfgs, grpo_cfg = demo.load_configs()
   grpo_cfg.model.path = str(tiny_smollm2_dir)
   grpo_cfg.stages[0].data.num_examples = 8
   for c in sft_cfgs:  # each pass: 4 rows, 2 steps
