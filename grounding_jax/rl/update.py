@@ -51,6 +51,8 @@ class UpdateSettings:
       when every micro-batch holds whole groups (each prompt then runs once per micro-batch, its
       completions packed after it: logprobs.completion_logprobs); 1 = every row runs its own copy
       of its prompt.
+    gpu_gemm: "cublas" | "xla": who runs the gradient program's GEMMs on a GPU
+      (gemm_compiler_options).
   """
   loss: losses.PolicyLossConfig
   temperature: float = 1.0
@@ -58,6 +60,20 @@ class UpdateSettings:
   remat: bool = True
   on_policy: bool = False
   rows_per_prompt: int = 1
+  gpu_gemm: str = "cublas"
+
+
+def gemm_compiler_options(gpu_gemm: str, backend: str | None = None) -> dict | None:
+  """XLA options of the gradient program (jax.jit's compiler_options): on a GPU with gpu_gemm
+  "cublas", XLA's Triton GEMM fusions off for this program only, so cuBLAS runs its GEMMs. On one
+  H200 (docs/benchmarks.md, the 1.5 B GRACE step) that update took 1.38 s instead of 1.43 s and its
+  compile skipped Triton's GEMM autotuning (the step-1 compile of a run with Triton off everywhere:
+  17.5 s instead of 30.8 s), while decode ran slower on cuBLAS (3.91 against 3.03 ms a step), so
+  the sampler keeps XLA's choice. None (no option) elsewhere and for "xla"."""
+  backend = backend or jax.default_backend()
+  if gpu_gemm == "cublas" and backend in ("gpu", "cuda", "rocm"):
+    return {"xla_gpu_enable_triton_gemm": False}
+  return None
 
 
 def logprob_temperature(c) -> float:
@@ -106,7 +122,8 @@ def settings_from_config(c, samples_per_prompt: int | None = None) -> UpdateSett
   shared = u.share_prompts and g > 1 and u.micro_batch_size % g == 0
   return UpdateSettings(loss=loss_cfg, temperature=logprob_temperature(c),
                         chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,
-                        on_policy=on_policy, rows_per_prompt=g if shared else 1)
+                        on_policy=on_policy, rows_per_prompt=g if shared else 1,
+                        gpu_gemm=u.gpu_gemm)
 
 
 # What `nonfinite/first` names (1-based; 0 = every quantity finite), in the order one feeds the next:
@@ -185,7 +202,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
   grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
-  @functools.partial(jax.jit, donate_argnums=2, static_argnames="packed_width")
+  @functools.partial(jax.jit, donate_argnums=2, static_argnames="packed_width",
+                     compiler_options=gemm_compiler_options(settings.gpu_gemm))
   def accumulate(params, rest, grad_sum, mb, packed_width=None, dropout_key=None):
     (s, (d, m)), g = grad_fn(params, rest, mb, packed_width, dropout_key)
     return jax.tree.map(jnp.add, grad_sum, g), (s, d, m, jnp.all(jnp.isfinite(mb["advantages"])))

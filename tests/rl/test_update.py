@@ -279,3 +279,17 @@ def test_rollout_correction_needs_the_trainers_old_logprobs():
   c.loss.logprob_temperature = 1.0  # the sampler's log-probs are at 0.9
   with pytest.raises(ValueError, match="logprob_temperature='sampling'"):
     update.settings_from_config(c)
+
+
+def test_gpu_gemm_option_is_a_real_xla_option_and_only_on_gpus():
+  options = update.gemm_compiler_options("cublas", backend="gpu")
+  assert options == {"xla_gpu_enable_triton_gemm": False}
+  assert update.gemm_compiler_options("xla", backend="gpu") is None
+  assert update.gemm_compiler_options("cublas", backend="cpu") is None
+  # XLA rejects an option it does not know: this one compiles (the field is backend-independent).
+  f = jax.jit(lambda a, b: a @ b, compiler_options=options)
+  x = jnp.ones((4, 4))
+  np.testing.assert_allclose(f(x, x), 4 * np.ones((4, 4)))
+  with pytest.raises(Exception):
+    jax.jit(lambda a: a, compiler_options={"xla_gpu_enable_tritn_gemm": False})(x)
+  assert update.settings_from_config(rl_config.default_config()).gpu_gemm == "cublas"

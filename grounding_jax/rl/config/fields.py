@@ -38,6 +38,7 @@ from grounding_jax.sampling import rollout as rollout_lib
 # Allowed values of the enums that only the trainer reads, in one place.
 MODEL_DTYPES = tuple(models.DTYPES)
 OLD_LOGPROBS = ("recompute", "sampler")
+GPU_GEMMS = ("cublas", "xla")
 DATA_KINDS = ("synthetic", "jsonl")
 COMPILE_AHEAD = ("none", "widest", "all")
 REMAT_POLICIES = tuple(sorted(transformer._REMAT_POLICIES))  # pylint: disable=protected-access
@@ -320,6 +321,9 @@ UPDATE_LOOP = (
           "(divides a mini-batch)", lo=1),
     Field("update_loop.old_logprobs", "recompute", str, "'recompute' (a forward pass before "
           "updating, VeRL) | 'sampler' (the sampler's own)", choices=OLD_LOGPROBS),
+    Field("update_loop.gpu_gemm", "cublas", str, "on a GPU, the gradient program's GEMMs: 'cublas' "
+          "(XLA's Triton GEMMs off for that program: same update time, no GEMM autotuning in its "
+          "compile; rl/update.gemm_compiler_options) | 'xla' (XLA's choice)", choices=GPU_GEMMS),
     # Each step's rows run at their longest prompt and last loss-bearing completion column, rounded
     # up to buckets (update.prompt_bucket; completions: this multiple × 2^k).
     Field("update_loop.length_multiple", 32, int, "completion widths of the update round up to this "
