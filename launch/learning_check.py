@@ -25,6 +25,13 @@ paper decoding; :runlocal sets the rollout's token limit).
 
 --steps overrides the total number of GRPO steps, shared between the stages in the config's
 proportions (at least one each: trust's stage 1 and stage 2).
+
+--best_every=N: the GRPO row is the step kept on a dev draw of the world (synthetic data), as the
+demo's default does (issue 34: a step before the shared answer-or-abstain choice swung to a
+corner): the run validates every N steps on --dev_examples questions that neither training nor the
+held-out split ask (config.evals.split="dev") and keeps the step with the best --best_metric
+(checkpoint.best_metric; default balanced accuracy, the mean of accuracy on answerable and
+abstention on unanswerable items). 0 (default): the last step.
 """
 
 from __future__ import annotations
@@ -72,6 +79,11 @@ _SFT_STEPS = flags.DEFINE_integer("sft_steps", 0, "SFT warm-up steps (4 rows eac
                                   "gold completions of the first stage's training items before GRPO "
                                   "(0 = none); the table then has a row for the SFT model too.")
 _RESAMPLES = flags.DEFINE_integer("bootstrap_resamples", 10_000, "Paired-bootstrap resamples.")
+_BEST_EVERY = flags.DEFINE_integer("best_every", 0, "> 0: validate every this many GRPO steps on a "
+                                   "dev draw and report the kept step (module doc); 0 = the last step.")
+_BEST_METRIC = flags.DEFINE_string("best_metric", "eval/balanced_accuracy", "With --best_every: the "
+                                   "validation metric the kept step maximises (checkpoint.best_metric).")
+_DEV_EXAMPLES = flags.DEFINE_integer("dev_examples", 32, "With --best_every: dev questions validated.")
 flags.mark_flags_as_required(["config"])
 
 # The training run's logged per-step metrics the table reports (rl/collect.py).
@@ -98,9 +110,18 @@ def split_steps(stage_steps: Sequence[int], total: int) -> list[int]:
   return out
 
 
-def prepare_config(config, *, workdir=None, steps=None):
+def prepare_config(config, *, workdir=None, steps=None, best_every: int = 0,
+                   best_metric: str = "eval/balanced_accuracy", dev_examples: int = 32):
   """The run's config: workdir, model folder resolved, GRPO steps, and no in-training validation or
-  best-checkpoint choice (the check evaluates start and end itself)."""
+  best-checkpoint choice (the check evaluates start and end itself) unless `best_every` > 0: then
+  validation on the world's dev draw every `best_every` steps keeps the step with the best
+  `best_metric` (the GRPO row). Raises ValueError on a negative best_every or dev_examples < 1."""
+  if best_every < 0 or (best_every and dev_examples < 1):
+    raise ValueError(f"--best_every={best_every} / --dev_examples={dev_examples}: best_every must be "
+                     ">= 0 (0 = the last step) and dev_examples >= 1")
+  if best_every and config.evals.data.kind != "synthetic":
+    raise ValueError(f"--best_every validates on a dev draw of the synthetic world; evals.data.kind="
+                     f"{config.evals.data.kind!r}")
   with config.unlocked():
     if workdir:
       config.workdir = workdir
@@ -111,6 +132,9 @@ def prepare_config(config, *, workdir=None, steps=None):
     config.evals.every_steps = 0
     config.checkpoint.best_metric = ""
     config.checkpoint.every_steps = sum(st.num_steps for st in config.stages)
+    if best_every:
+      config.evals.update(dict(every_steps=best_every, split="dev", dev_examples=dev_examples))
+      config.checkpoint.best_metric = best_metric
   return config
 
 
@@ -270,12 +294,23 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
                                         name="sft" if sft_steps else "start", **kw))
   sampling.release_kv_cache()
   history = trainer.train()
-  results.append(harness.evaluate_model(trainer.policy(), trainer.tokenizer, examples, settings,
-                                        name="grpo", **kw))
+  steps = sum(st.num_steps for st in config.stages)
+  grpo_ref = f"{config.workdir}@{steps}"
+  if config.checkpoint.best_metric:  # the step kept on the dev draw, not the last one
+    mesh, tokenizer = trainer.mesh, trainer.tokenizer
+    del trainer  # the last step's parameters and optimizer state
+    sampling.release_kv_cache()
+    loaded = model_ref.load(f"{config.workdir}@best", mesh=mesh,
+                            compute_dtype=models.DTYPES[config.model.compute_dtype])
+    grpo_ref = (f"{loaded.ref.name} (the step kept: {config.checkpoint.best_metric} on "
+                f"{config.evals.dev_examples} dev questions every {config.evals.every_steps} steps)")
+    policy = loaded.model
+  else:
+    policy, tokenizer = trainer.policy(), trainer.tokenizer
+  results.append(harness.evaluate_model(policy, tokenizer, examples, settings, name="grpo", **kw))
   cmp = dict(n_resamples=bootstrap_resamples, seed=settings.seed)
   versus_start = comparison.compare(results, settings.recipe, **cmp)
   versus_previous = comparison.compare(results[-2:], settings.recipe, **cmp) if sft_steps else None
-  steps = sum(st.num_steps for st in config.stages)
   names = [r.name for r in results]
   about = {"command": command, "split": split,
            "data": f"{len(examples)} {split} questions ({config.evals.data.kind}), decoding "
@@ -284,7 +319,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
            "sft_steps": sft_steps, "steps": steps, "wall_seconds": round(time.perf_counter() - t0, 1),
            "load_average": f"{load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end (1-min)",
            "models": {"start": base_path, **({"sft": config.model.path} if sft_steps else {}),
-                      "grpo": f"{config.workdir}@{steps}"}, **(about_extra or {})}
+                      "grpo": grpo_ref}, **(about_extra or {})}
   report.write(out, settings.recipe, results, versus_start, about)
   if tool is not None:
     extra_metrics = (*extra_metrics, *SEARCH_METRICS)
@@ -307,7 +342,12 @@ def main(argv):
   del argv
   command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
   try:  # bad input: one line, before any model loads
-    config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value)
+    if _BEST_EVERY.value and _SPLIT.value == "dev":
+      raise ValueError("--best_every validates on the dev draw, so the check cannot also report on "
+                       "it: use --split=heldout")
+    config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value,
+                            best_every=_BEST_EVERY.value, best_metric=_BEST_METRIC.value,
+                            dev_examples=_DEV_EXAMPLES.value)
     check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value)
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"learning_check: {str(e).splitlines()[0]}")

@@ -126,3 +126,35 @@ def test_a_searching_recipe_gets_its_retriever_in_every_evaluation_and_in_grpo(t
   iv = rows["search/searching_frac"]["vs_previous"]  # GRPO − SFT, paired
   assert iv["difference"] == pytest.approx(rows["search/searching_frac"]["grpo"]
                                            - rows["search/searching_frac"]["sft"])
+
+
+def test_best_every_reports_the_step_kept_on_the_dev_draw(tiny_smollm2_dir, tmp_path):
+  workdir = tmp_path / "run"
+  c = learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, workdir), steps=2,
+                                    best_every=1, dev_examples=4)
+  assert (c.evals.split, c.evals.every_steps, c.checkpoint.best_metric) == (
+      "dev", 1, "eval/balanced_accuracy")
+  summary = learning_check.run(c, bootstrap_resamples=100, command="python ...", progress=False)
+  logged = [json.loads(line) for line in (workdir / "logs" / "metrics.jsonl").read_text().splitlines()]
+  scores = {r["step"]: r["eval/balanced_accuracy"] for r in logged if "eval/balanced_accuracy" in r}
+  assert sorted(scores) == [1, 2]
+  # The GRPO row is the kept checkpoint's evaluation: the same items scored from that step's weights.
+  kept = max(scores, key=lambda step: (scores[step], -step))  # the first of equal scores stays
+  assert summary["models"]["grpo"].startswith(f"{workdir}@best:{kept} (the step kept")
+  settings = learning_check.EvalSettings.from_config(c)
+  examples = learning_check.examples_for(c, "heldout", c.evals.num_examples)
+  loaded = learning_check.model_ref.load(f"{workdir}@best")  # the best-step checkpoint, loaded apart
+  assert loaded.ref.name == f"{workdir}@best:{kept}"
+  again = learning_check.harness.evaluate_model(
+      loaded.model, loaded.tokenizer, examples, settings, name="grpo", progress=False,
+      rewards=learning_check.from_config.last_stage_rewards(c), options=settings.evaluate_options())
+  assert summary["metrics"]["grpo"] == pytest.approx(again.metrics)
+
+
+def test_best_every_needs_the_synthetic_dev_draw(tiny_smollm2_dir, tmp_path):
+  with pytest.raises(ValueError, match="best_every must be >= 0"):
+    learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, tmp_path), best_every=-1)
+  c = tiny("truthrl", tiny_smollm2_dir, tmp_path)
+  c.evals.data.update(dict(kind="jsonl", path="x.jsonl"))
+  with pytest.raises(ValueError, match="dev draw of the synthetic world"):
+    learning_check.prepare_config(c, best_every=2)
