@@ -1,7 +1,8 @@
 """Judges: NLI entailment and answer correctness, batched, behind two small protocols.
 
   base         NLIJudge / CorrectnessJudge protocols, input checks, a bounded cache, ExactMatchJudge,
-               LexicalNLIJudge (word recall: a model-free entailment stand-in)
+               LexicalNLIJudge (word recall: a model-free entailment stand-in), TokenF1Judge (token
+               F1 above a threshold: a model-free correctness stand-in)
   llm          LLM judges (the papers' prompts) on any backend: our sampler (SamplerBackend), or
   openai_api   a vLLM / OpenAI-compatible server (OpenAIBackend: concurrent, timeouts, retries, cache)
   nli          transformers NLI models from a local folder: classifiers and TRUE-style T5 (torch)
@@ -14,7 +15,8 @@ Recipes take judges as objects or as config specs (`judge=dict(kind="llm", path=
 paper's JudgeStyle (recipes/<recipe>/judge.py). judges/ names no paper.
 """
 
-from grounding_jax.judges.base import CorrectnessJudge, ExactMatchJudge, LexicalNLIJudge, NLIJudge
+from grounding_jax.judges.base import (CorrectnessJudge, ExactMatchJudge, LexicalNLIJudge, NLIJudge,
+                                       TokenF1Judge)
 from grounding_jax.judges.from_config import LazyJudge, build, lazy
 from grounding_jax.judges.llm import LLMCorrectnessJudge, LLMNLIJudge, SamplerBackend, render_plain
 from grounding_jax.judges.nli import ClassifierNLIJudge, Seq2SeqNLIJudge, load_nli_judge
@@ -23,5 +25,5 @@ from grounding_jax.judges.style import JudgeStyle, with_style
 
 __all__ = ["ClassifierNLIJudge", "CorrectnessJudge", "ExactMatchJudge", "JudgeRequestError",
            "JudgeStyle", "LLMCorrectnessJudge", "LLMNLIJudge", "LazyJudge", "LexicalNLIJudge", "NLIJudge", "OpenAIBackend",
-           "SamplerBackend", "Seq2SeqNLIJudge", "build", "lazy", "load_nli_judge", "render_plain",
+           "SamplerBackend", "Seq2SeqNLIJudge", "TokenF1Judge", "build", "lazy", "load_nli_judge", "render_plain",
            "with_style"]

@@ -111,6 +111,28 @@ class ExactMatchJudge:
                      for p, g in zip(predictions, golds)], bool)
 
 
+class TokenF1Judge:
+  """Correct iff SQuAD token F1 with some alias (`text.token_f1`) is at least `threshold`.
+
+  An offline, model-free stand-in for an LLM correctness judge on free-form real answers, where
+  exact match is too strict for a small model ("the Arthur's Magazine" against "Arthur's Magazine"
+  is wrong by EM, F1 0.8): never a paper's verifier. On real HotpotQA / MuSiQue / NQ questions the
+  135M SmolLM2 after SFT sampled no exact-match answer in a GRPO step, so TruthRL's ternary reward
+  had only abstentions (0) and wrong answers (−1) to compare and GRPO abstained on everything from
+  the second step (docs/results.md, "The real-data learning run").
+  """
+
+  def __init__(self, threshold: float = 0.5):
+    if not 0.0 < threshold <= 1.0:
+      raise ValueError(f"token_f1 judge: threshold={threshold} must be in (0, 1] (1 = exact tokens).")
+    self.threshold = float(threshold)
+
+  def __call__(self, questions, predictions, golds) -> np.ndarray:
+    _, predictions, golds = check_correctness_inputs(questions, predictions, golds)
+    return np.array([text_lib.token_f1(p if isinstance(p, str) else "", g) >= self.threshold
+                     for p, g in zip(predictions, golds)], bool)
+
+
 class LexicalNLIJudge:
   """An offline entailment stand-in with no model: the premise "entails" the hypothesis iff at least
   `min_recall` of the hypothesis's SQuAD-normalised words (`text.normalize_answer`) occur among the

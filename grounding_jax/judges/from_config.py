@@ -1,6 +1,7 @@
 """Judges from config values: a reward option `judge=dict(kind=..., ...)` or `nli=...` becomes a judge.
 
   build({"kind": "exact_match"}, role="correctness")          # also the bare string "exact_match"
+  build({"kind": "token_f1", "threshold": 0.5})  # no model: SQuAD token F1 >= threshold (also "token_f1")
   build({"kind": "llm", "path": FOLDER, "style": STYLE}, role="correctness")      # on our sampler
   build({"kind": "llm", "path": FOLDER, "style": STYLE, "mesh": {"fsdp": -1}})    # … sharded over this process's devices
   build({"kind": "llm", "path": FOLDER}, role="nli")                               # yes/no entailment
@@ -50,10 +51,10 @@ from grounding_jax.models import gguf_convert
 from grounding_jax.judges import llm
 from grounding_jax.judges import nli as nli_models
 from grounding_jax.judges import openai_api
-from grounding_jax.judges.base import ExactMatchJudge, LexicalNLIJudge
+from grounding_jax.judges.base import ExactMatchJudge, LexicalNLIJudge, TokenF1Judge
 from grounding_jax.judges.style import JudgeStyle
 
-KINDS = ("exact_match", "lexical", "llm", "nli", "openai")
+KINDS = ("exact_match", "lexical", "llm", "nli", "openai", "token_f1")
 ROLES = ("correctness", "nli")
 
 # A served yes/no entailment judge needs a few tokens only.
@@ -100,7 +101,7 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
   an ml_collections.ConfigDict (a config's reward option) becomes a dict.
   """
   if isinstance(spec, (str, os.PathLike)):
-    spec = ({"kind": spec} if spec in ("exact_match", "lexical")
+    spec = ({"kind": spec} if spec in ("exact_match", "lexical", "token_f1")
             else {"kind": "nli", "path": os.fspath(spec)})
   if hasattr(spec, "to_dict"):  # ml_collections.ConfigDict
     spec = spec.to_dict()
@@ -140,6 +141,11 @@ def build(spec: Any, role: str = "correctness", *, mesh: jax.sharding.Mesh | Non
     if role != "correctness":
       raise ValueError("judge kind='exact_match' answers correctness, not NLI; use kind 'nli' or 'llm'.")
     return ExactMatchJudge()
+  if kind == "token_f1":
+    if role != "correctness":
+      raise ValueError("judge kind='token_f1' answers correctness, not NLI; use kind 'nli', 'llm' or "
+                       "'lexical'.")
+    return TokenF1Judge(**spec)
   if kind == "lexical":
     if role != "nli":
       raise ValueError("judge kind='lexical' answers entailment (role 'nli'), not correctness.")

@@ -1,5 +1,6 @@
-"""The model-free entailment stand-in (judges.LexicalNLIJudge): word recall of the hypothesis in the
-premise, built from a config value as kind "lexical"."""
+"""The model-free stand-ins: entailment by word recall of the hypothesis in the premise
+(judges.LexicalNLIJudge, kind "lexical") and correctness by token F1 (judges.TokenF1Judge, kind
+"token_f1"), each built from a config value."""
 
 import pickle
 
@@ -33,3 +34,21 @@ def test_lexical_spec_checks_and_pickles():
     judges.build("lexical", role="nli").entails(["a"], ["a", "b"])
   judge = pickle.loads(pickle.dumps(judges.LexicalNLIJudge(0.8)))  # reward workers get a copy
   assert judge.min_recall == 0.8
+
+
+def test_token_f1_judge_counts_partly_right_answers_above_its_threshold():
+  judge = judges.build({"kind": "token_f1", "threshold": 0.5})
+  assert isinstance(judge, judges.TokenF1Judge) and isinstance(judges.build("token_f1"),
+                                                               judges.TokenF1Judge)
+  # SQuAD normalisation drops articles and punctuation; F1 by hand: "arthurs magazine" vs
+  # "first arthurs magazine": precision 2/3, recall 1 -> 0.8; "magazine" vs "arthurs magazine": 2/3;
+  # "new york city" vs "paris": 0; an alias list takes the best; a non-string prediction is "".
+  got = judge(["q"] * 5, ["The first Arthur's Magazine.", "magazine", "New York City", "Paris", None],
+              [["Arthur's Magazine"], ["Arthur's Magazine"], ["Paris"], ["Lutetia", "paris"], ["x"]])
+  assert got.tolist() == [True, True, False, True, False]
+  strict = judges.TokenF1Judge(threshold=0.7)
+  assert strict(["q"], ["magazine"], [["Arthur's Magazine"]]).tolist() == [False]  # 2/3 < 0.7
+  with pytest.raises(ValueError, match="threshold=0"):
+    judges.TokenF1Judge(threshold=0)
+  with pytest.raises(ValueError, match="answers correctness, not NLI"):
+    judges.build({"kind": "token_f1"}, role="nli")
