@@ -116,10 +116,9 @@ class TokenF1Judge:
 
   An offline, model-free stand-in for an LLM correctness judge on free-form real answers, where
   exact match is too strict for a small model ("the Arthur's Magazine" against "Arthur's Magazine"
-  is wrong by EM, F1 0.8): never a paper's verifier. On real HotpotQA / MuSiQue / NQ questions the
-  135M SmolLM2 after SFT sampled no exact-match answer in a GRPO step, so TruthRL's ternary reward
-  had only abstentions (0) and wrong answers (−1) to compare and GRPO abstained on everything from
-  the second step (docs/results.md, "The real-data learning run").
+  is wrong by EM, F1 0.8): never a paper's verifier. With exact match, a GRPO group in which no
+  sample matches has only abstentions (0) and wrong answers (−1) to compare under TruthRL's
+  ternary reward, and abstaining wins (docs/results.md, "The real-data learning run").
   """
 
   def __init__(self, threshold: float = 0.5):
