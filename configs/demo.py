@@ -14,14 +14,15 @@ r"""`make demo`: SFT then GRPO teach SmolLM2-135M-Instruct to answer from the pa
       --model=/tmp/gj_demo/grpo --label=start --label=SFT --label=GRPO --output_dir=/tmp/gj_demo/eval \
       --curves=/tmp/gj_demo/grpo
 
-Cost: 21.9 min on the idle 2-core CPU, the model cached (world 11 from a clean clone at 81b49a0:
-start evaluation 51 s with the model load, SFT 649 s for two passes of 64 steps, ~4.7 s a step, SFT
-evaluation 41 s, GRPO 527 s for 12 steps of 64 completions, 38-49 s a step, GRPO evaluation 42 s;
-22 min 57 s with `make demo`'s install; world 8 at 4475637 peaked at 8.2 GB resident). Within the
-issue's 25 minutes since SFT runs the 236 tokens every row's prompt begins with once per
-micro-batch (run 35; before, 26.3-26.6 min, SFT 854-856 s) and evaluation prefills them once a
-batch (81b49a0; before, 65-87 s an evaluation). The real-data stage (--real_data) is extra: see
-docs/results.md.
+Cost: 26.0 min on the idle 2-core CPU, the model cached (world 23 from a clean clone at 746f695:
+start evaluation 56 s with the model load, SFT 657 s for two passes of 64 steps, SFT evaluation
+42 s, GRPO 751 s for 12 steps of 64 completions and 6 validations of 32 dev questions, 49-68 s a
+step, GRPO evaluation 47 s): 1.0 min over issue 34's 25 minutes. The previous default (no
+validation, last step) took 21.9 min (world 11 at 81b49a0: GRPO 527 s; 22 min 57 s with `make
+demo`'s install; world 8 at 4475637 peaked at 8.2 GB resident). SFT runs the 236 tokens every row's
+prompt begins with once per micro-batch (run 35; before, 26.3-26.6 min in all, SFT 854-856 s) and
+evaluation prefills them once a batch (81b49a0; before, 65-87 s an evaluation). The real-data stage
+(--real_data) is extra: see docs/results.md.
 
 Presets (`:arg`, comma-separated): none — the GRPO stage (configs/demo.py is a GRPO config; the demo
 passes --config.model.path=<workdir>/sft/hf, the SFT model); `sft`, `sft2` — the SFT warm-up's
@@ -74,9 +75,10 @@ SFT on the evaluated world's own training draw (runs 1-11: 32-64 rows, answerabl
 kinds) taught the format but no abstention, or an abstention bias that varied from world to world
 (9 %, 78 %, 97 %), and GRPO then went to one corner or the other.
 
-How the settings were chosen: docs/demo_runs.md lists every dev run (1-40) and every reported
-world with what it showed (dev worlds 1 and 4, and 0, 2, 3, 5-10 once reported and spent; world 11
-reported, world 12 checked once, the next fresh world is 13).
+How the settings were chosen: docs/demo_runs.md lists every dev run (1-79) and every reported
+world with what it showed (dev worlds 1, 4, 10, 14, 15, and 0, 2, 3, 5-9 once reported and spent;
+world 11 reported, world 12 checked once; worlds 13-16 and 21-23 reported for issue 34 and spent,
+17-20 and 24-28 unused; the next fresh world is 29).
 
 Data and the held-out rule. GRPO trains on TRAIN_QUESTIONS questions of the synthetic world (seed
 WORLD_SEED, NUM_COUNTRIES countries, ANSWERABLE_RATIO answerable), SFT on SFT_EXAMPLES questions of
