@@ -10,6 +10,7 @@ r"""Sampler on the grounded workload: grounding_jax.sampling.generate vs transfo
   python launch/bench_sampler.py --recipe=grace --model_shape=qwen2.5-1.5b --dtype=bfloat16 \
       --cases=5x16 --group_size=8 --max_new_tokens=256 --repeats=2
   python launch/bench_sampler.py --recipe=grace --model_shape=tiny --cases=5x2 --max_new_tokens=8  # seconds
+  python launch/bench_sampler.py --recipe=grace --hf=false --fuse_projections  # 4 GEMMs a layer
 
 The prompts are the synthetic world's questions with their retrieved passages in --recipe's prompt
 (GRACE: ~380 tokens at 5 passages, ~2,000 at 64). Each --cases entry "PxN" runs N prompts of P
@@ -61,6 +62,9 @@ _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Tokens generated 
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
 _ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: the attention kernel (models/attention.py"
                                  ": auto, xla or cudnn), to compare kernels on one device.")
+_FUSE = flags.DEFINE_bool("fuse_projections", False, "Ours: each layer's q/k/v projections as one "
+                          "GEMM and gate/up as one (sampling.generate_ids(fuse_projections=)), "
+                          "against the default's seven projection GEMMs a layer.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Weights and compute of both engines (ours: load_pretrained(dtype=); "
                            "transformers: from_pretrained(dtype=)).")
@@ -155,8 +159,13 @@ def _print_ours(ours: dict, config, ceilings, itemsize: int) -> dict:
         f"; host tokenise/detokenise {secs - st['prefill_seconds'] - st['decode_seconds']:.3f} s")
   print(f"ours: decode {st['decode_seconds']:.3f} s for {st['decode_steps']} steps x {st['rows']} "
         f"rows ({1e3 * step_s:.2f} ms/step; {ceilings.roofline(read, step_s)})")
+  fused = bool(st.get("fused_projections"))
+  print(f"ours: projection GEMMs a layer: {4 if fused else 7} ("
+        + ("q/k/v and gate/up fused" if fused else "separate"
+           + ("; --fuse_projections fell back" if _FUSE.value else "")) + ")")
   return dict(tokens_per_s=tokens / secs, seconds=secs, first_call_s=ours["first"],
               prefill_s=st["prefill_seconds"], decode_ms_per_step=1e3 * step_s,
+              fused_projections=fused,
               prefill_mfu_measured=prefill_flops / st["prefill_seconds"] / ceilings.matmul_flops,
               prefill_mfu_datasheet=(prefill_flops / st["prefill_seconds"] / ceilings.datasheet_flops
                                      if ceilings.datasheet_flops else None),
@@ -171,7 +180,8 @@ def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsiz
   prompts = _prompts(tokenizer, passages, n)
   lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
   n_new, temp, g = _MAX_NEW_TOKENS.value, _TEMPERATURE.value, _GROUP.value
-  kw = dict(max_new_tokens=n_new, temperature=temp, eos_ids=(), num_samples=g)
+  kw = dict(max_new_tokens=n_new, temperature=temp, eos_ids=(), num_samples=g,
+            fuse_projections=_FUSE.value)
   threads = [int(t) for t in _HF_THREADS.value] if not hf or hf.device == "cpu" else [0]
   print(f"--- case {passages}x{n}: {n} {_RECIPE.value} prompts of {passages} passages x G={g}, "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), {n_new} new tokens, "
@@ -180,6 +190,7 @@ def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsiz
   print(f"attention kernel (ours): {kernel}", flush=True)
   result = dict(case=f"{passages}x{n}", group_size=g, prompt_tokens_mean=float(np.mean(lengths)),
                 new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value, attention=kernel,
+                fuse_projections=_FUSE.value,
                 ceilings=dataclasses.asdict(ceilings) if ceilings else None)
   ours = dict(seconds=[], stats=[], tokens=len(prompts) * g * n_new)
   if model is not None:

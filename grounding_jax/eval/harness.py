@@ -120,6 +120,7 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
       stop=tuple(recipe.stop) + tuple(s for s in settings.stop if s not in recipe.stop),
       max_prompt_tokens=settings.max_prompt_tokens,
       shared_prefix_min_tokens=settings.shared_prefix_min_tokens, max_turns=settings.max_turns,
+      fuse_projections=settings.fuse_projections,
       tool=tool, tool_format=getattr(recipe, "tool_format", None) or ToolFormat())
   prompt_fn = prompt_fn or (
       lambda ex: recipe.render_prompt(ex, tokenizer, enable_thinking=settings.enable_thinking))

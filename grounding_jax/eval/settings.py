@@ -41,6 +41,8 @@ class EvalSettings:
     seed: seeds sampling (batch b uses fold_in(key(seed), b)).
     shared_prefix_min_tokens: a batch's common prompt prefix of at least this many tokens is
       prefilled once and read once per decode step (one sample per question; 0 = off).
+    fuse_projections: the sampler runs q/k/v and gate/up as one GEMM each
+      (config.rollout.fuse_projections; sampling.generate_ids).
   """
   recipe: str
   decoding: recipes.Decoding
@@ -55,6 +57,7 @@ class EvalSettings:
   seed: int = 0
   shared_prefix_min_tokens: int = 0
   max_turns: int = 1
+  fuse_projections: bool = False
 
   @classmethod
   def from_config(cls, config: ml_collections.ConfigDict) -> "EvalSettings":
@@ -79,7 +82,8 @@ class EvalSettings:
                bertscore=ev.bertscore, reader_max_new_tokens=int(ev.reader_max_new_tokens),
                seed=int(ev.seed),
                shared_prefix_min_tokens=int(ev.get("shared_prefix_min_tokens", 0)),
-               max_turns=int(config.rollout.get("max_turns", 1)))
+               max_turns=int(config.rollout.get("max_turns", 1)),
+               fuse_projections=bool(config.rollout.get("fuse_projections", False)))
 
   def evaluate_options(self) -> dict[str, Any]:
     """The judge arguments of `Recipe.evaluate`, each built when first called."""

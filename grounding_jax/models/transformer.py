@@ -284,6 +284,32 @@ class Transformer(nnx.Module):
     model.scan_layers = False
     return model
 
+  def fused_projections(self) -> "Transformer":
+    """This model with each layer's q/k/v projections run as one GEMM and gate/up as one
+    (Attention / MLP.fuse_projections: 4 projection GEMMs a layer instead of 7, the same dot
+    products, equal up to float rounding), for inference. A new module: its fused weights are new
+    arrays, the others shared; the argument is unchanged. Built once before a decode loop, never
+    inside it (each concatenation copies its weights). A layer part that cannot fuse exactly keeps
+    its separate weights (a LoRA adapter: fold it in first with lora.merged; a heads or mlp axis
+    split over devices); `projections_fused()` says whether every part fused.
+
+    Raises:
+      ValueError: the layers are scanned (stacked); fuse `unstacked()`'s model.
+    """
+    if self.scan_layers:
+      raise ValueError("fused_projections needs per-layer weights: call it on model.unstacked().")
+    graphdef, state = nnx.split(self)
+    model = nnx.merge(graphdef, state)
+    for block in model.layers:
+      block.attn.fuse_projections()
+      block.mlp.fuse_projections()
+    return model
+
+  def projections_fused(self) -> bool:
+    """Whether every layer runs its q/k/v and gate/up projections fused (`fused_projections`)."""
+    return not self.scan_layers and all(
+        hasattr(b.attn, "qkv_proj") and hasattr(b.mlp, "gate_up_proj") for b in self.layers)
+
   # --------------------------------------------------------------------------------------------
 
   def _run_layers(self, input_ids, positions, mask_bts, cache: KVCache | None = None,

@@ -80,7 +80,8 @@ _STATS_LOG_MAX = 4096  # a process that never drains keeps the newest calls only
 
 
 def last_stats() -> dict:
-  """Timings of the most recent call: prefill_seconds, decode_seconds, decode_steps, batch sizes."""
+  """Timings of the most recent call: prefill_seconds, decode_seconds, decode_steps, batch sizes,
+  and whether every layer's projections ran fused (fused_projections)."""
   return dict(_LAST_STATS)
 
 
@@ -239,7 +240,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
                  eos_ids: Sequence[int] | None = None, pad_id: int | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0, num_samples: int = 1,
                  stop: Sequence[str] = (), tokenizer=None, seed: int | jax.Array = 0, mesh=None,
-                 rules=None, shared_prefix_min_tokens: int = 0) -> Generation:
+                 rules=None, shared_prefix_min_tokens: int = 0,
+                 fuse_projections: bool = False) -> Generation:
   """Samples completions for already-tokenised, left-padded prompts.
 
   Args:
@@ -266,6 +268,10 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
       many of them, they are prefilled once for the batch and every decode step reads them once
       (`engine.prefill_after_prefix`); 0 = off. The same computation in another order (outputs
       equal up to float rounding); `Generation.prompt_ids` are the whole prompts either way.
+    fuse_projections: run each layer's q/k/v projections as one GEMM and gate/up as one, on
+      weights concatenated once for this call (engine.inference_state): the same numbers up to
+      float rounding; off by default until measured faster on a GPU (docs/benchmarks.md).
+      last_stats()["fused_projections"] says whether every layer ran fused.
 
   Returns:
     Generation with N = P * num_samples rows (prompt-major) and L = max_new_tokens.
@@ -305,7 +311,9 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   context = use_mesh(mesh, rules) if mesh is not None else contextlib.nullcontext()
   with context:
     # The sampler's weights (compute dtype, layers unstacked); a split is merged for it (no copy).
-    graphdef, state = engine.inference_state(model if live else nnx.merge(graphdef, state))
+    graphdef, state = engine.inference_state(model if live else nnx.merge(graphdef, state),
+                                             fuse_projections)
+    fused = fuse_projections and nnx.merge(graphdef, state).projections_fused()
     if mesh is not None:  # each host's rows become its slice of the global batch
       put = lambda x, names: host_local_to_global(x, names, mesh, rules=rules)
       ids_d, mask_d = put(ids, ("batch", "length")), put(mask, ("batch", "length"))
@@ -339,7 +347,8 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   record_stats(prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
                decode_steps=int(steps), prompt_rows=padded_prompts, rows=n,
                prompt_bucket=lp, new_tokens_bucket=ln,
-               shared_prefix_bucket=0 if split is None else split[0].shape[1])
+               shared_prefix_bucket=0 if split is None else split[0].shape[1],
+               fused_projections=bool(fused))
 
   rows, width = num_prompts * g, int(max_new_tokens)
   tokens = np.array(tokens[:rows, :width])

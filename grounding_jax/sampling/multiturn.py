@@ -77,7 +77,7 @@ def generate_turns(model, prompt_ids, prompt_mask, *, tool: Tool | None, tool_fo
                    pad_id: int | None = None, temperature: float = 0.0, top_p: float = 1.0,
                    top_k: int = 0, num_samples: int = 1, stop: Sequence[str] = (),
                    seed: int | jax.Array = 0, mesh=None, rules=None,
-                   shared_prefix_min_tokens: int = 0) -> Generation:
+                   shared_prefix_min_tokens: int = 0, fuse_projections: bool = False) -> Generation:
   """`generate_ids` with up to `max_turns` turns of tool calls (module docstring).
 
   Args:
@@ -96,7 +96,8 @@ def generate_turns(model, prompt_ids, prompt_mask, *, tool: Tool | None, tool_fo
   """
   kwargs = dict(max_new_tokens=max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
                 temperature=temperature, top_p=top_p, top_k=top_k, num_samples=num_samples,
-                stop=stop, tokenizer=tokenizer, seed=seed, mesh=mesh, rules=rules)
+                stop=stop, tokenizer=tokenizer, seed=seed, mesh=mesh, rules=rules,
+                fuse_projections=fuse_projections)
   if int(max_turns) < 1:
     raise ValueError(f"rollout.max_turns={max_turns} must be >= 1 (1 = no tool calls).")
   if max_turns == 1:
@@ -158,14 +159,16 @@ class _Turns:
                else contextlib.nullcontext())
     with context:
       graphdef, state = engine.inference_state(
-          self.model if self.live else nnx.merge(self.graphdef, self.state))
+          self.model if self.live else nnx.merge(self.graphdef, self.state),
+          self.kw["fuse_projections"])
+      fused = self.kw["fuse_projections"] and nnx.merge(graphdef, state).projections_fused()
       self.tool_seconds = 0.0
       rows, steps, seconds = self._turns(graphdef, state)
     # decode_seconds holds the whole turn loop; tool_seconds the tool calls within it.
     record_stats(prefill_seconds=seconds[0], decode_seconds=seconds[1], decode_steps=steps,
                  tool_seconds=self.tool_seconds, prompt_rows=self.padded_prompts, rows=self.n,
                  prompt_bucket=self.run_ids.shape[1], new_tokens_bucket=self.ln,
-                 shared_prefix_bucket=0)
+                 shared_prefix_bucket=0, fused_projections=bool(fused))
     return self._generation(rows)
 
   def _turns(self, graphdef, state):

@@ -41,6 +41,7 @@ class SamplingSettings:
   shared_prefix_min_tokens: int = 0  # G = 1: a batch's common prompt prefix of at least this many
                                      # tokens is prefilled once (generate_ids); 0 = off
   max_turns: int = 1  # generation segments; > 1: the policy may call `tool` (sampling/multiturn.py)
+  fuse_projections: bool = False  # q/k/v and gate/up as one GEMM each (generate_ids)
   tool: Tool | None = dataclasses.field(default=None, compare=False)  # needed when max_turns > 1
   tool_format: ToolFormat = ToolFormat()  # the recipe's call and result tags
 
@@ -121,7 +122,8 @@ def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any],
       max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
       temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
       num_samples=settings.group_size, stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed,
-      mesh=mesh, shared_prefix_min_tokens=settings.shared_prefix_min_tokens)
+      mesh=mesh, shared_prefix_min_tokens=settings.shared_prefix_min_tokens,
+      fuse_projections=settings.fuse_projections)
   return Rollout(examples=list(examples), prompt_ids=np.asarray(gen.prompt_ids, np.int32),
                  prompt_mask=np.asarray(gen.prompt_mask, bool),
                  completion_ids=np.asarray(gen.token_ids, np.int32),

@@ -86,6 +86,8 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
       "sampler_cublas": dict(ours=dict(tokens_per_s=40000.0, decode_ms_per_step=2.0,
                                        decode_roofline_fraction=0.6)),
       "grpo_cublas": None,
+      "sampler_fused": dict(ours=dict(tokens_per_s=42000.0, decode_ms_per_step=2.5,
+                                      decode_roofline_fraction=0.5, fused_projections=True)),
   }
   text = suite.table(results)
   assert "| sampler 16 × G8 × 256: tokens/s | 35,699 | transformers generate 3,567 | 10.0× |" in text
@@ -98,7 +100,11 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
           "(update 3.90) |") in text
   assert ("| every GEMM on cuBLAS (XLA's Triton GEMMs off) | 40,000 tokens/s, decode 2.00 ms/step = "
           "60.0 %; step — s (update —) |") in text
-  assert len(text.splitlines()) == 12
+  assert ("| fused q/k/v and gate/up projections (4 GEMMs a layer, not 7) | 42,000 tokens/s, "
+          "decode 2.50 ms/step = 50.0 % |  | 1.2× sampler_ours |") in text
+  assert len(text.splitlines()) == 13
+  results["sampler_fused"]["ours"]["fused_projections"] = False  # the sampler fell back
+  assert "= 50.0 % (fell back: not fused) |" in suite.table(results)
 
 
 def test_suite_deadline_shortens_and_skips_stages_and_profile_traces_grpo_ours(monkeypatch, tmp_path):
@@ -146,3 +152,13 @@ def test_suite_cublas_stages_add_their_xla_flag(monkeypatch, tmp_path):
     assert suite.run_stage(name, ["true"], 10.0, tmp_path) is None
   assert seen == {"sampler_cublas": "--xla_dump_to=/tmp/x --xla_gpu_enable_triton_gemm=false",
                   "sampler_ours": "--xla_dump_to=/tmp/x"}
+
+
+def test_suite_fused_stage_runs_our_sampler_with_fused_projections():
+  from absl.testing import flagsaver
+  suite = launch_script.load("bench_suite", "launch_bench_suite")
+  with flagsaver.flagsaver(recipe="grace"):
+    suite.flags.FLAGS.mark_as_parsed()
+    commands = suite.stage_commands()
+  fused, ours = commands["sampler_fused"], commands["sampler_ours"]
+  assert fused[1].endswith("bench_sampler.py") and fused == ours + ["--fuse_projections"]

@@ -1,4 +1,4 @@
-"""rl/setup.py: the config's model settings reach the policy it loads."""
+"""rl/setup.py: the config's model and sampler settings reach the policy and the samplers."""
 
 import pytest
 
@@ -29,3 +29,17 @@ def test_build_tool_only_when_a_stage_samples_several_turns(tmp_path):
   example = next(e for e in setup.load_stage_examples(c.stages[0].data) if e.answerable)
   gold = {example.passages[i - 1].id for i in example.gold_passage_ids}
   assert gold & set(tool([example.question])[0].doc_ids)  # ids the search metrics compare
+
+
+def test_rollout_fuse_projections_reaches_the_rollout_and_evaluation_samplers(tmp_path):
+  from grounding_jax import recipes
+  from grounding_jax.eval.settings import EvalSettings
+  from grounding_jax.rl.config import checks
+  c = toy_task.toy_config(tmp_path, steps=1)
+  recipe = recipes.get_recipe(c.stages[0].recipe)
+  assert not setup.sampling_settings(c, recipe).fuse_projections  # off by default
+  assert not EvalSettings.from_config(c).fuse_projections
+  c.rollout.fuse_projections = True
+  checks.check_config(c, need_model_path=False)
+  assert setup.sampling_settings(c, recipe).fuse_projections
+  assert EvalSettings.from_config(c).fuse_projections

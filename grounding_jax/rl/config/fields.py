@@ -180,6 +180,10 @@ ROLLOUT = (
           choices=rollout_lib.OVERLONG_PROMPTS, why="prompts over rollout.max_prompt_tokens"),
     Field("rollout.enable_thinking", None, bool, "Qwen3's chat-template thinking switch; None = "
           "the template's default", none_ok=True),
+    Field("rollout.fuse_projections", False, bool, "the sampler (rollouts and validation) runs "
+          "each layer's q/k/v projections as one GEMM and gate/up as one, on weights concatenated "
+          "once per call (sampling.generate_ids): the same dot products, equal up to float "
+          "rounding; off until measured faster on a GPU (docs/benchmarks.md)"),
     Field("rollout.options", {}, dict, "the recipe's rollout options (Recipe.rollout), e.g. LEAR's",
           why="the recipe's rollout options"),
 )
