@@ -6,10 +6,15 @@ r"""Search-R1 (arXiv:2503.09516): the policy searches inside its rollout, then a
   python launch/train.py --config=configs/search.py:runlocal --workdir=/tmp/gj_search      # CPU
   python launch/train.py --config=configs/search.py:runlocal,grounded --workdir=/tmp/gj_search_g
   python launch/learning_check.py --config=configs/search.py:runlocal --sft_steps=16 --workdir=/tmp/gj_lc_search
+  python launch/learning_check.py --config=configs/search.py:runlocal,grounded,contrast --sft_steps=16 \
+      --best_every=2 --workdir=/tmp/gj_lc_search_gc
 
 `:grounded` trains the grounded variant (recipe search_grounded: answers must be supported by the
-retrieved passages, `I don't know` pays where nothing retrieved supports one). docs/recipes/search.md
-has the format, the reward table and the commands.
+retrieved passages, `I don't know` pays where nothing retrieved supports one). `:contrast` adds
+evidence-contrast groups (data.evidence_contrast="gold_removed"): each answerable question's G
+samples split between searching the whole corpus and searching it without that question's gold
+passages (then labelled unanswerable), under one advantage baseline. docs/recipes/search.md has the
+format, the reward table and the commands.
 
 The paper's retriever is E5 over the 2018 Wikipedia dump behind the authors' retrieval server
 (`search_r1/search/retrieval_server.py`); serve it (or any index speaking its protocol) and give
@@ -39,10 +44,10 @@ def _set_max_turns(c, turns):
 
 def get_config(arg=None):
   args = set(arg.split(",")) if arg else set()
-  unknown = args - {"runlocal", "grounded"}
+  unknown = args - {"runlocal", "grounded", "contrast"}
   if unknown:
     raise ValueError(f"configs/search.py:{arg}: unknown preset(s) {sorted(unknown)}; expected "
-                     "'runlocal', 'grounded' or both ('runlocal,grounded')")
+                     "any of 'runlocal', 'grounded', 'contrast' (e.g. 'runlocal,grounded,contrast')")
   recipe = "search_grounded" if "grounded" in args else "search"
   c = rl_config.default_config()
   c.model.path = ""
@@ -79,4 +84,11 @@ def get_config(arg=None):
     # A world twice the default size: with half its facts withheld, the default 12 countries leave
     # too few answerable questions beside the 64 training items for a 32-question held-out split.
     c.stages[0].data.update(dict(withheld_share=0.5, answerable_ratio=0.5, num_countries=24))
+  if "contrast" in args:
+    # Each answerable question's G samples: G/2 search the corpus, G/2 search it without the
+    # question's gold passages (labelled unanswerable there); one advantage baseline. The data's
+    # unanswerable questions leave the stream (each gold_removed half plays their part).
+    c.stages[0].data.evidence_contrast = "gold_removed"
+    if c.rollout.group_size % 2:  # [DECISION] Search-R1's G = 5 does not halve: 6 (3 + 3)
+      c.rollout.group_size += 1
   return c

@@ -9,8 +9,11 @@ kept (the example as given), the gold passages removed (each replaced, in place,
 from other examples, the example marked answerable=False), and optionally the gold kept with the
 passages shuffled. Its samples share one advantage baseline, so the update compares answering with
 the evidence against answering without it on the same question (docs/training.md, "Evidence-contrast
-groups"). Pure functions of the Example; the choice of distractors and of the shuffle is seeded by
-`seed` and the example's id (or question), so every epoch and every host builds the same prompts.
+groups"). A gold_removed example also names its removed gold passages in `meta[WITHHELD_KEY]`:
+where the policy's evidence comes from a search tool (the search recipes, rollout.max_turns > 1),
+that prompt's searches skip them (sampling/tools.Withheld), so its corpus holds no gold either.
+Pure functions of the Example; the choice of distractors and of the shuffle is seeded by `seed` and
+the example's id (or question), so every epoch and every host builds the same prompts.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ CONDITIONS = ("gold_kept", "gold_removed", "gold_shuffled")
 CONTRASTS = {"": (), "gold_removed": ("gold_kept", "gold_removed"),
              "gold_removed_shuffled": ("gold_kept", "gold_removed", "gold_shuffled")}
 CONDITION_KEY = "evidence_condition"  # Example.meta key naming a prompt's condition
+# Example.meta key: [{"id", "title", "text"}] the passages a search tool must not return to this
+# prompt (a gold_removed prompt's gold passages); JSON rows, so the Example still serialises.
+WITHHELD_KEY = "withheld_passages"
 
 
 def _rng(example: Example, seed: int, salt: str) -> np.random.Generator:
@@ -55,10 +61,17 @@ def distractor_pool(examples: Sequence[Example]) -> tuple[Passage, ...]:
   return tuple(pool)
 
 
+def withheld_passages(example: Example) -> tuple[Passage, ...]:
+  """The passages `example`'s searches must not return (`meta[WITHHELD_KEY]`; () = none)."""
+  rows = (example.meta or {}).get(WITHHELD_KEY) or ()
+  return tuple(Passage(text=r["text"], title=r.get("title", ""), id=r.get("id", "")) for r in rows)
+
+
 def gold_removed(example: Example, pool: Sequence[Passage], *, seed: int = 0) -> Example:
   """`example` with each gold passage replaced, in place, by a distractor: answerable=False, no gold
   ids or evidence; `meta["answers_found"]` (Trust-Align's per-passage vectors), when present, gets
-  zero rows for the replacements.
+  zero rows for the replacements; `meta[WITHHELD_KEY]` names the removed gold passages, which a
+  search tool then withholds from this prompt (module docstring).
 
   Distractors are drawn without replacement from `pool` (distractor_pool of the stage's dataset),
   leaving out the example's own passages and any passage that names one of its answers (so the
@@ -98,6 +111,8 @@ def gold_removed(example: Example, pool: Sequence[Passage], *, seed: int = 0) ->
     for pid in gold:
       found[pid - 1] = [0] * len(found[pid - 1])
     meta["answers_found"] = found
+  removed = [example.passages[pid - 1] for pid in gold]
+  meta[WITHHELD_KEY] = [{"id": p.id, "title": p.title, "text": p.text} for p in removed]
   return dataclasses.replace(example, passages=tuple(passages), gold_passage_ids=(), evidence=(),
                              answerable=False, meta=meta)
 

@@ -8,14 +8,18 @@ offline, a rank fusion of dense and BM25 — `fusion_rerank_fn`), seeded random,
 first). GRACE (App. B.1) builds its training contexts with exactly these five kinds.
 
 Every `search` takes a keyword `gold` (0-based gold indices) so a caller can treat retrievers
-uniformly; only the oracle reads it.
+uniformly; only the oracle reads it. And a keyword `exclude` (0-based indices never returned): the
+ranking of the whole index with those passages skipped, so the top k of what is left are exactly the
+k best of the others under the full corpus's scores (BM25's statistics are the full corpus's, as a
+filtered search in a vector store) — how a search tool withholds one prompt's gold passages
+(tools/retriever.py).
 """
 
 from __future__ import annotations
 
 import re
 import zlib
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -47,10 +51,12 @@ def tokenize(text: str, mode: str = "words") -> list[str]:
   raise ValueError(f"tokenizer mode {mode!r} unknown; use 'words' or 'whitespace'.")
 
 
-def _top_k(scores: np.ndarray, k: int) -> SearchResult:
+def _top_k(scores: np.ndarray, k: int, exclude: Collection[int] = ()) -> SearchResult:
   # Stable sort: ties keep index order, so results are deterministic.
-  order = np.argsort(-scores, kind="stable")[:k]
-  return [(int(i), float(scores[i])) for i in order]
+  order = np.argsort(-scores, kind="stable")
+  if exclude:
+    order = order[~np.isin(order, np.fromiter(exclude, np.int64, len(exclude)))]
+  return [(int(i), float(scores[i])) for i in order[:k]]
 
 
 def _check_k(k: int) -> None:
@@ -67,7 +73,9 @@ class Retriever:
     self.passages = list(passages)
     return self
 
-  def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
+  def search(self, query: str, k: int, *, gold: Sequence[int] = (),
+             exclude: Collection[int] = ()) -> SearchResult:
+    """The k best passages for `query`, [(index, score)] best first, none of `exclude`."""
     raise NotImplementedError
 
   def precompute(self, passages: Sequence[Passage]) -> None:
@@ -108,9 +116,10 @@ class BM25Retriever(Retriever):
       return np.zeros(len(self.passages))
     return np.asarray(self._bm25.get_scores(ids), np.float64)
 
-  def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
+  def search(self, query: str, k: int, *, gold: Sequence[int] = (),
+             exclude: Collection[int] = ()) -> SearchResult:
     _check_k(k)
-    return _top_k(self.scores(query), k)
+    return _top_k(self.scores(query), k, exclude)
 
 
 class DenseRetriever(Retriever):
@@ -142,9 +151,10 @@ class DenseRetriever(Retriever):
     self._require_index()
     return self.embeddings @ self.encoder.encode_queries([query])[0]
 
-  def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
+  def search(self, query: str, k: int, *, gold: Sequence[int] = (),
+             exclude: Collection[int] = ()) -> SearchResult:
     _check_k(k)
-    return _top_k(self.scores(query), k)
+    return _top_k(self.scores(query), k, exclude)
 
 
 def dense_rerank_fn(encoder=None) -> RerankFn:
@@ -219,10 +229,12 @@ class RerankRetriever(Retriever):
     order = np.argsort(-scores, kind="stable")
     return [(candidates[i], float(scores[i])) for i in order]
 
-  def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
+  def search(self, query: str, k: int, *, gold: Sequence[int] = (),
+             exclude: Collection[int] = ()) -> SearchResult:
     _check_k(k)
     self._require_index()
-    first = self.first_stage.search(query, k + self.extra_candidates)
+    # Excluded before the candidates are cut: the reranker sees the masked corpus's candidates.
+    first = self.first_stage.search(query, k + self.extra_candidates, exclude=exclude)
     return self.rerank(query, [i for i, _ in first])[:k]
 
 
@@ -238,12 +250,13 @@ class RandomRetriever(Retriever):
   def __init__(self, seed: int = 0):
     self.seed = seed
 
-  def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
+  def search(self, query: str, k: int, *, gold: Sequence[int] = (),
+             exclude: Collection[int] = ()) -> SearchResult:
     _check_k(k)
     self._require_index()
     rng = np.random.default_rng(stable_seed("random-retriever", self.seed, query))
-    draw = rng.permutation(len(self.passages))[:k]
-    return [(int(i), 0.0) for i in draw]
+    draw = [int(i) for i in rng.permutation(len(self.passages)) if int(i) not in exclude][:k]
+    return [(i, 0.0) for i in draw]
 
 
 class OracleRetriever(Retriever):
@@ -256,17 +269,18 @@ class OracleRetriever(Retriever):
   def __init__(self, fill: bool = False):
     self.fill = fill
 
-  def search(self, query: str, k: int, *, gold: Sequence[int] = ()) -> SearchResult:
+  def search(self, query: str, k: int, *, gold: Sequence[int] = (),
+             exclude: Collection[int] = ()) -> SearchResult:
     _check_k(k)
     self._require_index()
     for g in gold:
       if not 0 <= g < len(self.passages):
         raise ValueError(f"gold index {g} out of range for {len(self.passages)} indexed passages.")
-    out = [(int(g), 1.0) for g in dict.fromkeys(gold)]
+    out = [(int(g), 1.0) for g in dict.fromkeys(gold) if g not in exclude]
     if not self.fill:
       return out
-    gold_set = set(gold)
-    out += [(i, 0.0) for i in range(len(self.passages)) if i not in gold_set]
+    skip = set(gold) | set(exclude)
+    out += [(i, 0.0) for i in range(len(self.passages)) if i not in skip]
     return out[:k]
 
 

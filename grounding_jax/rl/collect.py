@@ -14,7 +14,9 @@ With evidence-contrast groups (`EvidenceContrast`, a stage's data.evidence_contr
 question under k evidence conditions: k consecutive prompts of G/k completions each, so the G rows
 of a question stay consecutive and every group-wise step (advantages, zero-variance filtering, DAPO
 refill, skipped groups, host shards) works on the question's G rows unchanged; only the sampler
-and the update's shared prompts see k prompts of G/k rows.
+and the update's shared prompts see k prompts of G/k rows. In a searching rollout the gold_removed
+prompt's searches skip the question's gold passages (the sampler reads them from the Example,
+data/contrast.WITHHELD_KEY), and its reward sees the Example marked answerable=False.
 """
 
 from __future__ import annotations
@@ -123,6 +125,19 @@ def condition_metrics(values: dict, condition: np.ndarray) -> dict:
       for k, v in sorted(values.items()):
         m[f"contrast/{name}/reward/{'mean' if k == 'reward' else k}"] = float(
             np.mean(np.asarray(v)[rows]))
+  return m
+
+
+def condition_search_metrics(counts: np.ndarray, recall: np.ndarray, condition: np.ndarray) -> dict:
+  """The search metrics (multiturn.tool_metrics) of each evidence condition's rows:
+  `contrast/<condition>/search/calls_per_completion`, `.../searching_frac` and, where the rows have
+  gold passages (gold_kept), `.../gold_recall`. `counts`, `recall`: multiturn.tool_call_stats'
+  columns; `condition`: as condition_metrics'."""
+  m = {}
+  for code, name in enumerate(contrast_lib.CONDITIONS):
+    rows = condition == code
+    if rows.any():
+      m.update(multiturn.tool_metrics(counts[rows], recall[rows], f"contrast/{name}/search/"))
   return m
 
 
@@ -317,8 +332,14 @@ class Collector:
       m["reward/mean" if k == "reward" else f"reward/{k}"] = float(np.mean(v))
     m["reward/std"] = float(np.std(values["reward"]))
     m.update(answerability_metrics(values, self.hosts.gather(_answerable_labels(rnd.rollout))))
+    searches = self.settings.max_turns > 1
+    stats = ([self.hosts.gather(x) for x in multiturn.tool_call_stats(rnd.rollout)]
+             if searches else [])
     if self.contrast is not None:
-      m.update(condition_metrics(values, self.hosts.gather(_conditions(rnd.rollout))))
+      conditions = self.hosts.gather(_conditions(rnd.rollout))
+      m.update(condition_metrics(values, conditions))
+      if searches:
+        m.update(condition_search_metrics(*stats, conditions))
     m["reward/failed_frac"] = float(np.mean(failed))  # raised, timed out or not finite
     m["reward/nonfinite_frac"] = float(np.mean(nonfinite))  # of them, NaN or inf
     m["zero_variance_frac"] = float(adv_lib.zero_variance_groups(
@@ -327,7 +348,6 @@ class Collector:
     m["completion_length/max"] = float(lengths.max())
     m["completion_length/min"] = float(lengths.min())
     m["truncated_frac"] = float(truncated.mean())
-    if self.settings.max_turns > 1:
-      m.update(multiturn.tool_metrics(*(self.hosts.gather(x) for x in
-                                        multiturn.tool_call_stats(rnd.rollout))))
+    if searches:
+      m.update(multiturn.tool_metrics(*stats))
     return m

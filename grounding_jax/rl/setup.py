@@ -56,6 +56,13 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
       update_lib.settings_from_config(stage_config(c, st), samples_per_prompt(c, st))
     except ValueError as e:
       problems.append(f"config.stages[{i}] ({st.name}): {e}")
+    searches = getattr(recipes.get_recipe(st.recipe), "tool_format", None) is not None
+    if evidence_conditions(st) and searches and c.rollout.max_turns <= 1:
+      problems.append(f"config.stages[{i}].data.evidence_contrast={st.data.evidence_contrast!r}: "
+                      f"recipe {st.recipe!r} reads its passages from a search tool, not its prompt, "
+                      f"and rollout.max_turns={c.rollout.max_turns} runs no search, so the gold_kept "
+                      "and gold_removed prompts are the same; set rollout.max_turns > 1 and "
+                      "search.retriever")
     if c.abstention.control and not recipes.get_recipe(st.recipe).abstention_component:
       problems.append(f"config.abstention.control={c.abstention.control!r}: stage {st.name!r}'s "
                       f"recipe {st.recipe!r} marks no abstention in its reward "
@@ -169,19 +176,39 @@ def samples_per_prompt(view: ml_collections.ConfigDict, st: ml_collections.Confi
   return view.rollout.group_size // k
 
 
-def evidence_contrast(st: ml_collections.ConfigDict, examples: Sequence[Any], seed: int
-                      ) -> tuple[list, Optional[collect.EvidenceContrast]]:
+def evidence_contrast(st: ml_collections.ConfigDict, examples: Sequence[Any], seed: int,
+                      tool=None) -> tuple[list, Optional[collect.EvidenceContrast]]:
   """(the examples the stage's stream draws, its evidence-contrast groups or None). With
   data.evidence_contrast on, the stream draws the questions with gold passages (examples labelled
   answerable=False are left out, their count printed: each question's gold_removed prompt plays
-  their part), and the distractors come from every passage of the stage's data."""
+  their part), and the distractors come from every passage of the stage's data. `tool`: the search
+  tool of a stage that samples several turns; the gold_removed rows' searches withhold each
+  question's gold passages from it, so an in-process corpus must hold them (checked here)."""
   names = evidence_conditions(st)
   if not names:
     return list(examples), None
   questions, dropped = contrast.contrast_questions(examples)
   print(f"[data] stage {st.name!r}: evidence-contrast groups {names}; {len(questions)} questions, "
         f"{dropped} examples labelled unanswerable left out", flush=True)
+  if tool is not None and hasattr(tool, "missing"):
+    check_gold_in_corpus(st, questions, tool)
   return questions, collect.EvidenceContrast(names, contrast.distractor_pool(examples), seed)
+
+
+def check_gold_in_corpus(st: ml_collections.ConfigDict, questions: Sequence[Any], tool) -> None:
+  """Raises when a contrast question's gold passage is not in the search tool's corpus (by id or
+  text): its gold_kept rows could not find the answer and its gold_removed rows would withhold
+  nothing, yet count as unanswerable."""
+  bad = [(q, tool.missing(q.passages[i - 1] for i in q.gold_passage_ids)) for q in questions]
+  bad = [(q, miss) for q, miss in bad if miss]
+  if bad:
+    q, miss = bad[0]
+    raise ValueError(f"stage {st.name!r}: data.evidence_contrast={st.data.evidence_contrast!r} "
+                     f"withholds each question's gold passages from its gold_removed rows' "
+                     f"searches, but {len(bad)} of {len(questions)} questions have a gold passage "
+                     f"the search corpus does not hold (by id or text), e.g. example {q.id!r}: "
+                     f"{miss[0].id!r} {miss[0].text[:60]!r}; build search.corpus from the same "
+                     "passages as the stage's data (tools/corpus.py) or leave evidence_contrast empty")
 
 
 def build_tool(config: ml_collections.ConfigDict):
@@ -194,12 +221,16 @@ def build_tool(config: ml_collections.ConfigDict):
 
 def check_tool(config: ml_collections.ConfigDict, tool) -> None:
   """Raises before anything loads when a stage samples several turns (rollout.max_turns > 1) and
-  no tool was given for the policy to call."""
-  if tool is not None:
-    return
+  no tool was given for the policy to call, or one that cannot withhold passages per query where
+  the stage's evidence-contrast groups need it (sampling/tools.withholds)."""
   for spec in config.stages:
     turns = stage_config(config, spec).rollout.max_turns
-    if turns > 1:
+    if tool is not None and turns > 1 and evidence_conditions(spec) and not tools.withholds(tool):
+      raise ValueError(f"stage {spec.name!r}: data.evidence_contrast={spec.data.evidence_contrast!r} "
+                       f"withholds the gold passages from the gold_removed rows' searches, but the "
+                       f"tool {tool!r} cannot filter per query; use search.retriever bm25 | dense | "
+                       "hybrid | http, or a tool with `withholds = True` (sampling/tools.py)")
+    if tool is None and turns > 1:
       raise ValueError(f"stage {spec.name!r}: rollout.max_turns={turns} > 1 needs a tool for the "
                        "policy to call: set search.retriever (e.g. 'bm25' with search.corpus), pass "
                        "Trainer(tool=...), or set rollout.max_turns=1.")

@@ -147,7 +147,8 @@ class Stage:
                                        timeout_seconds=view.reward.timeout_seconds,
                                        on_error=view.reward.on_error)
     seed = self.spec.data.seed + view.seed
-    data, contrast = setup.evidence_contrast(self.spec, self.examples(run), seed)
+    data, contrast = setup.evidence_contrast(self.spec, self.examples(run), seed,
+                                             run.tool if view.rollout.max_turns > 1 else None)
     data = setup.fit_prompt_limit(view, self.name, data, self.prompt_fn, run.tokenizer, contrast)
     self.stream = data_stream.ExampleStream(
         data, seed=seed, shuffle=self.spec.data.shuffle, position=position,

@@ -17,6 +17,10 @@ Turns: `max_turns` bounds the generation segments, so a completion makes at most
 executed calls; a call closed in the last turn ends the completion unexecuted (Search-R1's final
 rollout runs without search). max_turns = 1 is `generate_ids` itself.
 
+Withheld passages: `withheld` gives each prompt the passages its searches must not return
+(tools.Withheld; a gold_removed prompt of an evidence-contrast group, data/contrast.py); every row
+of that prompt passes it with its queries, so one batched call serves rows of different corpora.
+
 Budget: `max_new_tokens` counts every completion token, the policy's and the inserted ones, so
 completions keep the single-turn width [N, max_new_tokens] and the update's shapes. A result
 longer than what is left is cut; the row then ends, truncated.
@@ -45,7 +49,8 @@ from grounding_jax.sampling.generate import (Generation, _as_key, _check_args, _
                                              default_eos_ids, generate_ids, record_stats,
                                              split_model)
 from grounding_jax.sampling.prompts import bucket_length
-from grounding_jax.sampling.tools import Tool, ToolFormat, ToolResult
+from grounding_jax.sampling.tools import (Tool, ToolFormat, ToolResult, Withheld, same_text,
+                                          withholds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +82,8 @@ def generate_turns(model, prompt_ids, prompt_mask, *, tool: Tool | None, tool_fo
                    pad_id: int | None = None, temperature: float = 0.0, top_p: float = 1.0,
                    top_k: int = 0, num_samples: int = 1, stop: Sequence[str] = (),
                    seed: int | jax.Array = 0, mesh=None, rules=None,
-                   shared_prefix_min_tokens: int = 0, fuse_projections: bool = False) -> Generation:
+                   shared_prefix_min_tokens: int = 0, fuse_projections: bool = False,
+                   withheld: Sequence[Withheld] | None = None) -> Generation:
   """`generate_ids` with up to `max_turns` turns of tool calls (module docstring).
 
   Args:
@@ -88,6 +94,8 @@ def generate_turns(model, prompt_ids, prompt_mask, *, tool: Tool | None, tool_fo
     max_new_tokens: the completion budget, policy and inserted tokens together.
     tokenizer: required (queries are read from text, results tokenised).
     shared_prefix_min_tokens: used by the one-turn path only.
+    withheld: [P] per prompt, the passages its rows' searches must not return (None: none); a
+      non-empty one needs a tool that `withholds`.
     The rest: as `generate_ids`.
 
   Returns:
@@ -108,13 +116,28 @@ def generate_turns(model, prompt_ids, prompt_mask, *, tool: Tool | None, tool_fo
                      "one (Trainer(tool=...), evaluate(tool=...)) or set rollout.max_turns=1.")
   if tokenizer is None:
     raise ValueError("multi-turn generation needs the tokenizer (queries are read from text).")
-  return _Turns(model, prompt_ids, prompt_mask, tool, tool_format, int(max_turns), kwargs).run()
+  if withheld is not None:
+    withheld = list(withheld)
+    if len(withheld) != len(prompt_ids):
+      raise ValueError(f"withheld has {len(withheld)} entries for {len(prompt_ids)} prompts; give "
+                       "one Withheld per prompt")
+    if not any(withheld):
+      withheld = None
+    elif not withholds(tool):
+      raise ValueError(f"some prompts withhold passages from their searches (evidence-contrast "
+                       f"groups' gold_removed rows), but the tool {tool!r} cannot filter per query: "
+                       "use a grounding_jax.tools retriever (search.retriever bm25 | dense | hybrid "
+                       "| http), or give the tool `withholds = True` and a `withheld=` keyword")
+  return _Turns(model, prompt_ids, prompt_mask, tool, tool_format, int(max_turns), kwargs,
+                withheld).run()
 
 
 class _Turns:
   """The state of one multi-turn call: device arrays between turns, host rows, timings."""
 
-  def __init__(self, model, prompt_ids, prompt_mask, tool, tool_format, max_turns, kw):
+  def __init__(self, model, prompt_ids, prompt_mask, tool, tool_format, max_turns, kw,
+               withheld=None):
+    self.withheld = withheld  # [P] Withheld per prompt, or None
     _check_args(kw["max_new_tokens"], kw["temperature"], kw["top_p"], kw["top_k"],
                         kw["num_samples"])
     self.live = not isinstance(model, tuple)
@@ -235,8 +258,12 @@ class _Turns:
     if not calls:
       return {}
     order = sorted(calls)
+    queries = [calls[r] for r in order]
     start = time.perf_counter()
-    results = list(self.tool([calls[r] for r in order]))
+    if self.withheld is None:
+      results = list(self.tool(queries))
+    else:  # rows are prompt-major: row r samples prompt r // G
+      results = list(self.tool(queries, withheld=[self.withheld[r // self.g] for r in order]))
     self.tool_seconds += time.perf_counter() - start
     if len(results) != len(order):
       raise ValueError(f"the tool returned {len(results)} results for {len(order)} queries; a Tool "
@@ -307,10 +334,6 @@ def gold_passages(example) -> list:
           if 0 < i <= len(passages) and passages[i - 1].id]
 
 
-def _same_text(text: str) -> str:
-  return " ".join(str(text).split())
-
-
 def tool_call_stats(rollout) -> tuple[np.ndarray, np.ndarray]:
   """Per row of a rollout (anything with `tool_calls` and `row_examples()`): (executed calls
   int [N], recall of the example's gold passages float [N]: the share of them (`gold_passages`)
@@ -325,8 +348,8 @@ def tool_call_stats(rollout) -> tuple[np.ndarray, np.ndarray]:
     gold = gold_passages(ex)
     if gold:
       ids = {str(d) for call in row_calls for d in call.result.doc_ids}
-      texts = {_same_text(t) for call in row_calls for t in call.result.doc_texts}
-      found = sum(p.id in ids or _same_text(p.text) in texts for p in gold)
+      texts = {same_text(t) for call in row_calls for t in call.result.doc_texts}
+      found = sum(p.id in ids or same_text(p.text) in texts for p in gold)
       recall[i] = found / len(gold)
   return counts, recall
 

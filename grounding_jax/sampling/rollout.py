@@ -14,9 +14,10 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
+from grounding_jax.data import contrast
 from grounding_jax.sampling.multiturn import generate_turns
 from grounding_jax.sampling.prompts import encode_prompts, tokenize_prompts
-from grounding_jax.sampling.tools import Tool, ToolFormat
+from grounding_jax.sampling.tools import Tool, ToolFormat, Withheld
 
 OVERLONG_PROMPTS = ("truncate", "drop")  # what happens to prompts over max_prompt_tokens
 
@@ -110,7 +111,9 @@ def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any],
 
   `model` is a Transformer or its (graphdef, state) split (generate_ids). Prompts longer than
   `settings.max_prompt_tokens` (> 0) lose tokens on the left (VeRL truncation='left'). With
-  settings.max_turns > 1 the policy may call settings.tool between turns (multiturn.generate_turns).
+  settings.max_turns > 1 the policy may call settings.tool between turns (multiturn.generate_turns),
+  and an example that withholds passages (a gold_removed prompt, data/contrast.withheld_passages)
+  searches without them.
   """
   prompts = [prompt_fn(ex) for ex in examples]
   ids, mask = tokenize_prompts(tokenizer, prompts)
@@ -123,7 +126,8 @@ def sample(model, tokenizer, examples: Sequence[Any], prompt_fn: Callable[[Any],
       temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
       num_samples=settings.group_size, stop=tuple(settings.stop), tokenizer=tokenizer, seed=seed,
       mesh=mesh, shared_prefix_min_tokens=settings.shared_prefix_min_tokens,
-      fuse_projections=settings.fuse_projections)
+      fuse_projections=settings.fuse_projections,
+      withheld=[Withheld.of(contrast.withheld_passages(ex)) for ex in examples])
   return Rollout(examples=list(examples), prompt_ids=np.asarray(gen.prompt_ids, np.int32),
                  prompt_mask=np.asarray(gen.prompt_mask, bool),
                  completion_ids=np.asarray(gen.token_ids, np.int32),

@@ -5,12 +5,49 @@ Search-R1 (arXiv 2503.09516, §3.1 and its template, Table 1): the policy writes
 passages go back into the context between `<information>` and `</information>`, after which the
 policy continues. The sampler only needs what is here: a callable from queries to results, and the
 tags. Retrievers that satisfy `Tool` live in grounding_jax/tools/; a recipe names its tags.
+
+A prompt may withhold passages from its searches (`Withheld`: a gold_removed prompt of an
+evidence-contrast group searches the corpus without its question's gold passages, data/contrast.py):
+the sampler then passes each query its row's `Withheld`, and only a tool that says it can filter
+(`withholds = True`) is called so.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, Sequence
+from typing import Iterable, Protocol, Sequence
+
+
+def same_text(text: str) -> str:
+  """A passage's text with its whitespace collapsed: how a passage is recognised under another id."""
+  return " ".join(str(text).split())
+
+
+@dataclasses.dataclass(frozen=True)
+class Withheld:
+  """The passages one prompt's searches must never return: a passage is hidden when its id is one
+  of `ids`, or its text, whitespace aside, one of `texts` (a corpus may hold a paragraph that
+  several questions share under one id). Hashable: it is part of a tool's cache key. Empty = none."""
+  ids: frozenset = frozenset()
+  texts: frozenset = frozenset()
+
+  @classmethod
+  def of(cls, passages: Iterable) -> "Withheld":
+    """The Withheld of `passages` (anything with `id` and `text`)."""
+    passages = list(passages)
+    return cls(frozenset(str(p.id) for p in passages if p.id),
+               frozenset(same_text(p.text) for p in passages if str(p.text).strip()))
+
+  def __bool__(self) -> bool:
+    return bool(self.ids or self.texts)
+
+  @property
+  def size(self) -> int:
+    """How many passages it names (at least; what an over-fetching tool asks for beyond top k)."""
+    return max(len(self.ids), len(self.texts))
+
+  def hides(self, doc_id: str, text: str) -> bool:
+    return (bool(doc_id) and str(doc_id) in self.ids) or same_text(text) in self.texts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,10 +63,20 @@ class ToolResult:
 
 class Tool(Protocol):
   """A batch of queries in, one ToolResult per query out (in order). A tool handles its own failures
-  (timeouts, retries, `on_error`); it raises only when told to."""
+  (timeouts, retries, `on_error`); it raises only when told to.
+
+  A tool that can withhold passages per query sets `withholds = True` and takes
+  `withheld=[Withheld per query]`: then no result of query i holds a passage `withheld[i]` hides, and
+  the results are the best of the others (grounding_jax/tools/: RetrieverTool, HttpRetriever).
+  The sampler passes `withheld` only when some prompt of the rollout withholds passages."""
 
   def __call__(self, queries: Sequence[str]) -> list[ToolResult]:
     ...
+
+
+def withholds(tool) -> bool:
+  """Can `tool` withhold passages per query (Tool's docstring)?"""
+  return bool(getattr(tool, "withholds", False))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,14 @@ A call is retried on connection errors, timeouts, 408/429 and 5xx, waiting backo
 `SearchRequestError` (on_error="raise"), or (on_error="empty") gives every query of the batch a
 ToolResult whose text tells the policy the search failed and whose `error` says why, so a flaky
 server costs the rollout information rather than the run. Successful results are cached by (query, k).
+
+Withheld passages (an evidence-contrast group's gold_removed rows, sampling.tools.Withheld) are
+filtered here, on the client: a query with m withheld passages asks the server for k + m, drops the
+documents its Withheld hides (by id, or by text: the server's document text must equal the data's
+gold passage, whitespace aside, or carry its id), keeps the first k, and asks again for twice as
+many when the server held duplicates of a withheld passage and fewer than k are left. Under a server
+that ranks by a per-document score (BM25 with fixed statistics, a dense index) these are exactly
+the top k of the corpus without the withheld passages; the cache key holds the Withheld.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from typing import Any, Sequence
 import requests
 
 from grounding_jax.data.schema import Passage
-from grounding_jax.sampling.tools import ToolResult
+from grounding_jax.sampling.tools import ToolResult, Withheld
 from grounding_jax.tools import retriever as retriever_lib
 
 ON_ERROR = ("empty", "raise")
@@ -61,9 +69,11 @@ class HttpRetriever:
     timeout_s: per HTTP attempt (connect and read).
     retries: further attempts after the first.
     on_error: "empty" or "raise" (ON_ERROR).
-    cache_size: results kept, keyed by (query, top_k); 0 = none.
+    cache_size: results kept, keyed by (query, top_k) and the query's Withheld; 0 = none.
     backoff_s, max_backoff_s: the wait before retry n is min(backoff_s · 2^n, max_backoff_s).
   """
+
+  withholds = True  # takes withheld=[Withheld per query], filtered on the client (module docstring)
 
   def __init__(self, url: str, *, top_k: int = 3, timeout_s: float = 10.0, retries: int = 2,
                on_error: str = "empty", cache_size: int = 4096, backoff_s: float = 0.5,
@@ -86,8 +96,8 @@ class HttpRetriever:
     state["cache"] = retriever_lib.LRUCache(self.cache.size)  # a lock does not pickle; start empty
     return state
 
-  def _post(self, queries: list[str]) -> list[list[Passage]]:
-    payload = {"queries": queries, "topk": self.top_k, "return_scores": True}
+  def _post(self, queries: list[str], k: int) -> list[list[Passage]]:
+    payload = {"queries": queries, "topk": k, "return_scores": True}
     error = ""
     for attempt in range(self.retries + 1):
       try:
@@ -98,7 +108,7 @@ class HttpRetriever:
         error = f"cannot connect ({type(e).__name__})"
       else:
         if response.status_code == 200:
-          return self._read(response, len(queries))
+          return self._read(response, len(queries), k)
         error = f"HTTP {response.status_code}: {response.text[:200]}"
         if response.status_code not in _RETRY_STATUS:
           break  # the server rejects the request itself: retrying cannot help
@@ -108,7 +118,7 @@ class HttpRetriever:
     raise SearchRequestError(f"search request to {self.url} failed after {attempt + 1} "
                              f"attempt(s): {error}")
 
-  def _read(self, response: requests.Response, n: int) -> list[list[Passage]]:
+  def _read(self, response: requests.Response, n: int, k: int) -> list[list[Passage]]:
     try:
       result = response.json()["result"]
     except (ValueError, KeyError, TypeError) as e:
@@ -118,30 +128,56 @@ class HttpRetriever:
       raise SearchRequestError(f"search server {self.url}: 'result' should hold {n} lists (one per "
                                f"query), got {type(result).__name__} of length "
                                f"{len(result) if isinstance(result, list) else '-'}")
-    return [[_document(item, self.url) for item in docs[:self.top_k]] for docs in result]
+    return [[_document(item, self.url) for item in docs[:k]] for docs in result]
 
-  def __call__(self, queries: Sequence[str]) -> list[ToolResult]:
-    results: dict[str, ToolResult] = {}
-    for q in queries:
-      cached = self.cache.get((q, self.top_k))
+  def _fetch(self, todo: list[tuple[str, Withheld]]) -> list[list[Passage]]:
+    """Each (query, withheld)'s top_k documents without the withheld ones: one POST for all when
+    nothing is withheld, else over-fetched and filtered (module docstring)."""
+    out: list = [None] * len(todo)
+    pending, k = list(range(len(todo))), self.top_k + max(w.size for _, w in todo)
+    while pending:
+      queries = list(dict.fromkeys(todo[i][0] for i in pending))
+      found = dict(zip(queries, self._post(queries, k)))
+      again = []
+      for i in pending:
+        query, withheld = todo[i]
+        docs = found[query]
+        kept = [p for p in docs if not withheld.hides(p.id, p.text)]
+        if len(kept) >= self.top_k or len(docs) < k:  # enough, or the server has no more
+          out[i] = kept[:self.top_k]
+        else:
+          again.append(i)
+      pending, k = again, 2 * k
+    return out
+
+  def __call__(self, queries: Sequence[str],
+               withheld: Sequence[Withheld] | None = None) -> list[ToolResult]:
+    if withheld is not None and len(withheld) != len(queries):
+      raise ValueError(f"withheld has {len(withheld)} entries for {len(queries)} queries; give one "
+                       "Withheld per query")
+    asks = list(zip(queries, withheld if withheld is not None else [Withheld()] * len(queries)))
+    key = lambda ask: (ask[0], self.top_k, ask[1]) if ask[1] else (ask[0], self.top_k)
+    results: dict = {}
+    for ask in asks:
+      cached = self.cache.get(key(ask))
       if cached is not None:
-        results[q] = cached
-    todo = list(dict.fromkeys(q for q in queries if q not in results))
+        results[key(ask)] = cached
+    todo = list(dict.fromkeys(ask for ask in asks if key(ask) not in results))
     if todo:
       try:
-        found = self._post(todo)
+        found = self._fetch(todo)
       except SearchRequestError as e:
         self.failures += 1
         if self.on_error == "raise":
           raise
         failed = ToolResult(text=FAILED_TEXT, error=str(e))
-        return [results.get(q, failed) for q in queries]
-      for q, passages in zip(todo, found):
-        results[q] = ToolResult(text=retriever_lib.format_passages(passages),
-                                doc_ids=tuple(p.id for p in passages),
-                                doc_texts=tuple(p.text for p in passages))
-        self.cache.put((q, self.top_k), results[q])
-    return [results[q] for q in queries]
+        return [results.get(key(ask), failed) for ask in asks]
+      for ask, passages in zip(todo, found):
+        results[key(ask)] = ToolResult(text=retriever_lib.format_passages(passages),
+                                       doc_ids=tuple(p.id for p in passages),
+                                       doc_texts=tuple(p.text for p in passages))
+        self.cache.put(key(ask), results[key(ask)])
+    return [results[key(ask)] for ask in asks]
 
   def __repr__(self) -> str:
     return f"HttpRetriever({self.url!r}, top_k={self.top_k})"

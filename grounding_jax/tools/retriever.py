@@ -8,17 +8,23 @@ Results read as Search-R1 formats them for the policy (arXiv:2503.09516; its ret
 joined by newlines and stripped. The sampler wraps the text in `<information>…</information>`
 (sampling.tools.ToolFormat.wrap). Results are cached by (query, k): a group's G completions often
 ask the same query, and the same question comes back every epoch.
+
+Withheld passages (an evidence-contrast group's gold_removed rows, sampling.tools.Withheld): the
+passages a query's Withheld hides (by id, or by text under any id) are masked out of the ranking
+(`retrieval.Retriever.search(exclude=...)`), so the query gets the top k of the rest under the full
+index's scores, exact and at the cost of one search; the cache key then also holds the masked
+passages' indices, so a masked result never answers an unmasked query nor another mask.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from grounding_jax.data import retrieval
 from grounding_jax.data.schema import Passage
-from grounding_jax.sampling.tools import ToolResult
+from grounding_jax.sampling.tools import ToolResult, Withheld, same_text
 
 
 def format_passages(passages: Sequence[Passage]) -> str:
@@ -69,8 +75,11 @@ class RetrieverTool:
       it indexes the corpus on the first call, so building the tool costs nothing until a rollout
       searches.
     top_k: passages per query.
-    cache_size: results kept, keyed by (query, top_k); 0 = none.
+    cache_size: results kept, keyed by (query, top_k) and, for a query with withheld passages, the
+      indices they mask; 0 = none.
   """
+
+  withholds = True  # takes withheld=[Withheld per query] (module docstring)
 
   def __init__(self, passages: Sequence[Passage], retriever: retrieval.Retriever, *, top_k: int = 3,
                cache_size: int = 4096):
@@ -82,23 +91,51 @@ class RetrieverTool:
     self.cache = LRUCache(cache_size)
     self._indexed = False
     self._lock = threading.Lock()
+    self._by_id: dict[str, list[int]] | None = None  # built on the first withheld query
+    self._by_text: dict[str, list[int]] = {}
 
-  def _search(self, query: str) -> ToolResult:
+  def masked(self, withheld: Withheld) -> frozenset[int]:
+    """The corpus indices `withheld` hides: passages with one of its ids or, whitespace aside, one
+    of its texts."""
+    if not withheld:
+      return frozenset()
+    if self._by_id is None:
+      by_id, by_text = {}, {}
+      for i, p in enumerate(self.passages):
+        by_id.setdefault(str(p.id), []).append(i)
+        by_text.setdefault(same_text(p.text), []).append(i)
+      self._by_id, self._by_text = by_id, by_text
+    pairs = ((withheld.ids, self._by_id), (withheld.texts, self._by_text))
+    return frozenset(i for keys, table in pairs for key in keys for i in table.get(key, ()))
+
+  def missing(self, passages: Iterable[Passage]) -> list[Passage]:
+    """The `passages` the corpus does not hold (by id, or by text under another id)."""
+    return [p for p in passages if not self.masked(Withheld.of([p]))]
+
+  def _search(self, query: str, masked: frozenset[int]) -> ToolResult:
     with self._lock:
       if not self._indexed:
         self.retriever.index(self.passages)
         self._indexed = True
-    found = [self.passages[i] for i, _ in self.retriever.search(query, min(self.top_k, len(self.passages)))]
+    k = min(self.top_k, len(self.passages) - len(masked))
+    hits = (self.retriever.search(query, k, exclude=masked) if masked else
+            self.retriever.search(query, k)) if k > 0 else []
+    found = [self.passages[i] for i, _ in hits]
     return ToolResult(text=format_passages(found), doc_ids=tuple(p.id for p in found),
                       doc_texts=tuple(p.text for p in found))
 
-  def __call__(self, queries: Sequence[str]) -> list[ToolResult]:
+  def __call__(self, queries: Sequence[str],
+               withheld: Sequence[Withheld] | None = None) -> list[ToolResult]:
+    if withheld is not None and len(withheld) != len(queries):
+      raise ValueError(f"withheld has {len(withheld)} entries for {len(queries)} queries; give one "
+                       "Withheld per query")
     out = []
-    for query in queries:
-      key = (query, self.top_k)
+    for i, query in enumerate(queries):
+      masked = self.masked(withheld[i]) if withheld is not None else frozenset()
+      key = (query, self.top_k, masked) if masked else (query, self.top_k)
       result = self.cache.get(key)
       if result is None:
-        result = self._search(query)
+        result = self._search(query, masked)
         self.cache.put(key, result)
       out.append(result)
     return out

@@ -1,11 +1,13 @@
 """Evidence conditions of a question: gold passages removed (replaced in place by distractors from
 other examples), or shuffled; seeded and pure."""
 
+import json
+
 import pytest
 
 from grounding_jax.data import contrast
 from grounding_jax.data import synthetic
-from grounding_jax.data.schema import Example, Passage, validate_example
+from grounding_jax.data.schema import Example, Passage, example_to_dict, validate_example
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +74,15 @@ def test_an_example_without_gold_ids_is_a_clear_error(examples):
   assert all(q.answerable for q in questions) and dropped == sum(not e.answerable for e in examples)
   with pytest.raises(ValueError, match="too small"):
     contrast.gold_removed(next(e for e in examples if e.answerable), (), seed=0)
+
+
+def test_gold_removed_names_the_removed_gold_passages_for_a_search_tool(examples):
+  """A gold_removed example carries its gold passages (JSON rows) so that a searching rollout
+  withholds them from its corpus (sampling/tools.Withheld); the example still serialises."""
+  pool = contrast.distractor_pool(examples)
+  ex = next(e for e in examples if e.answerable and len(e.gold_passage_ids) == 2)
+  kept, removed = contrast.conditions(ex, ("gold_kept", "gold_removed"), pool, seed=0)
+  assert contrast.withheld_passages(kept) == ()
+  assert contrast.withheld_passages(removed) == tuple(ex.passages[i - 1]
+                                                      for i in sorted(ex.gold_passage_ids))
+  json.dumps(example_to_dict(removed))

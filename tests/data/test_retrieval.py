@@ -157,3 +157,25 @@ def test_fusion_rerank_adds_reciprocal_ranks_of_dense_and_bm25():
   np.testing.assert_allclose(got, want, rtol=1e-12)
   assert np.argsort(-np.asarray(got)).tolist() not in (np.argsort(-dense).tolist(),
                                                        np.argsort(-lexical, kind="stable").tolist())
+
+
+def test_exclude_skips_passages_and_keeps_the_order_of_the_rest():
+  """Every kind's `exclude`: the full ranking (a longer k) without the excluded indices."""
+  gone = {0, 2}
+  bm25 = retrieval.BM25Retriever().index(CORPUS)
+  by_length = lambda q, ps: [len(p.text) for p in ps]
+  rerank = retrieval.RerankRetriever(retrieval.BM25Retriever(), by_length,
+                                     extra_candidates=2).index(CORPUS)
+  cases = [(bm25, {}), (retrieval.RandomRetriever(seed=3).index(CORPUS), {}),
+           (retrieval.OracleRetriever(fill=True).index(CORPUS), {"gold": [2, 4]})]
+  for r, kw in cases:
+    for q in QUERIES[:4]:
+      full = [i for i, _ in r.search(q, len(CORPUS), **kw)]
+      want = [i for i in full if i not in gone][:3]
+      assert [i for i, _ in r.search(q, 3, exclude=gone, **kw)] == want
+  # The reranker sees the first stage's candidates of the masked corpus (k + 2 of them), not fewer.
+  first = [i for i, _ in bm25.search("capital of Veltria", 5, exclude=gone)]
+  want = sorted(first, key=lambda i: -len(CORPUS[i].text))[:3]
+  assert [i for i, _ in rerank.search("capital of Veltria", 3, exclude=gone)] == want
+  oracle = retrieval.OracleRetriever().index(CORPUS)
+  assert oracle.search("q", 2, gold=[2, 4], exclude=gone) == [(4, 1.0)]

@@ -11,6 +11,7 @@ from grounding_jax.models import load_tokenizer
 from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.rl import losses
 from grounding_jax.sampling import engine, multiturn
+from grounding_jax.sampling.tools import ToolResult, Withheld
 from scripted_policy import FORMAT, PROMPTS, STOP, DictTool, prompts, scripted_model
 
 
@@ -98,3 +99,39 @@ def test_one_turn_is_generate_ids_and_a_missing_tool_is_named(scripted, tokenize
   np.testing.assert_array_equal(one.token_ids, ref.token_ids)
   with pytest.raises(ValueError, match="rollout.max_turns=2"):
     multiturn.generate_turns(scripted, ids, mask, tool=None, tool_format=FORMAT, max_turns=2, **kw)
+
+
+class WithholdingDictTool(DictTool):
+  """DictTool that can withhold: records the Withheld of every query, and hides a result whose id
+  its query's Withheld names."""
+
+  withholds = True
+
+  def __init__(self):
+    super().__init__()
+    self.withheld = []
+
+  def __call__(self, queries, withheld=None):
+    self.withheld.append(list(withheld))
+    results = super().__call__(queries)
+    return [ToolResult("", ()) if w.hides(r.doc_ids[0], r.text) else r
+            for r, w in zip(results, withheld)]
+
+
+def test_each_row_passes_its_prompts_withheld_passages_with_its_queries(scripted, tokenizer):
+  tool = WithholdingDictTool()
+  ids, mask = prompts(tokenizer)
+  hide_d2 = Withheld(ids=frozenset({"d2"}))
+  gen = multiturn.generate_turns(scripted, ids, mask, tool=tool, tool_format=FORMAT, max_turns=3,
+                                 max_new_tokens=24, tokenizer=tokenizer, stop=STOP, eos_ids=[2],
+                                 pad_id=2, num_samples=2, withheld=[Withheld(), Withheld(), hide_d2])
+  # Turn 1: prompt 1's two rows ("mars") withhold nothing, prompt 2's two ("bean") withhold d2.
+  assert tool.batches[0] == ["mars", "mars", "bean", "bean"]
+  assert tool.withheld[0] == [Withheld(), Withheld(), hide_d2, hide_d2]
+  assert [c[0].result.doc_ids for c in gen.tool_calls[2:]] == [("d1",), ("d1",), (), ()]
+  with pytest.raises(ValueError, match="withheld has 2 entries for 3 prompts"):
+    multiturn.generate_turns(scripted, ids, mask, tool=tool, tool_format=FORMAT, max_turns=3,
+                             max_new_tokens=8, tokenizer=tokenizer, withheld=[hide_d2] * 2)
+  with pytest.raises(ValueError, match="cannot filter per query"):
+    multiturn.generate_turns(scripted, ids, mask, tool=DictTool(), tool_format=FORMAT, max_turns=3,
+                             max_new_tokens=8, tokenizer=tokenizer, withheld=[hide_d2] * 3)

@@ -12,6 +12,7 @@ import pytest
 
 from grounding_jax.data import retrieval
 from grounding_jax.data.schema import Passage
+from grounding_jax.sampling.tools import Withheld
 from grounding_jax.tools import http as http_tool
 
 CORPUS = [Passage("The capital of Veltria is Orsk.", title="Veltria", id="v1"),
@@ -126,3 +127,31 @@ def test_bad_settings_are_named():
     http_tool.HttpRetriever("http://h/retrieve", on_error="skip")
   with pytest.raises(ValueError, match="endpoint"):
     http_tool.HttpRetriever("h:8000")
+
+
+def test_withheld_documents_are_filtered_on_the_client_after_over_fetching():
+  gold = Withheld.of([CORPUS[0]])
+  with serve(lambda body, calls: (200, _bm25_result(body, with_scores=True))) as (url, calls):
+    tool = http_tool.HttpRetriever(url, top_k=1, timeout_s=5.0)
+    kept, removed = tool(["capital of Veltria", "capital of Veltria"], withheld=[Withheld(), gold])
+    # One POST for both rows: the query once, over-fetched by the one withheld passage.
+    assert calls == [{"queries": ["capital of Veltria"], "topk": 2, "return_scores": True}]
+    assert kept.doc_ids == ("v1",) and removed.doc_ids != ("v1",) and len(removed.doc_ids) == 1
+    # The best of the rest, as BM25 ranks the whole corpus.
+    assert removed.doc_ids == (CORPUS[BM25.search("capital of Veltria", 2)[1][0]].id,)
+    # Cached apart: each condition's result answers only that condition.
+    assert tool(["capital of Veltria"], withheld=[gold]) == [removed]
+    assert tool(["capital of Veltria"]) == [kept] and len(calls) == 1
+
+
+def test_a_server_holding_duplicates_of_a_withheld_passage_is_asked_again():
+  # The server holds the gold paragraph three times under other ids (matched by text): over-fetching
+  # by one is not enough, so the client asks for twice as many until k others are left.
+  dupes = [{"id": f"dup{i}", "contents": f"Veltria\n{CORPUS[0].text}"} for i in range(3)]
+  rest = [{"id": p.id, "contents": f"{p.title}\n{p.text}"} for p in CORPUS[1:]]
+  ranked = dupes + rest
+  with serve(lambda body, calls: (200, {"result": [ranked[:body["topk"]]
+                                                   for _ in body["queries"]]})) as (url, calls):
+    [r] = http_tool.HttpRetriever(url, top_k=2)(["Veltria"], withheld=[Withheld.of([CORPUS[0]])])
+  assert r.doc_ids == ("t1", "d1")
+  assert [c["topk"] for c in calls] == [3, 6]

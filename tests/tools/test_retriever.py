@@ -9,7 +9,7 @@ from grounding_jax import tools
 from grounding_jax.data import retrieval
 from grounding_jax.data.schema import Passage
 from grounding_jax.rl import config as rl_config
-from grounding_jax.sampling.tools import ToolFormat, ToolResult
+from grounding_jax.sampling.tools import ToolFormat, ToolResult, Withheld
 from grounding_jax.tools import retriever as retriever_lib
 
 CORPUS = [
@@ -102,3 +102,76 @@ def test_from_config_builds_the_tool_the_search_section_names(tmp_path):
   c.search.update(dict(retriever="http", url=""))
   with pytest.raises(ValueError, match="endpoint"):
     tools.from_config(c.search)
+
+
+# ------------------------------------------------------------------ withheld passages (contrast)
+
+GOLD = CORPUS[0]  # "The capital of Veltria is Orsk.", v1
+QUERY = "capital of Veltria Orsk"
+
+
+def _kinds():
+  return {"bm25": lambda: retrieval.BM25Retriever(),
+          "dense": lambda: retrieval.DenseRetriever(WordEncoder()),
+          "hybrid": lambda: retrieval.make_retriever(
+              "bm25_rerank", rerank_fn=retrieval.dense_rerank_fn(WordEncoder()),
+              extra_candidates=1)}
+
+
+@pytest.mark.parametrize("kind", ["bm25", "dense", "hybrid"])
+def test_a_withheld_query_never_gets_its_passage_and_gets_the_best_of_the_rest(kind):
+  make = _kinds()[kind]
+  tool = tools.RetrieverTool(CORPUS, make(), top_k=2)
+  kept, removed = tool([QUERY, QUERY], withheld=[Withheld(), Withheld.of([GOLD])])
+  assert kept.doc_ids[0] == "v1"                        # the same query finds the gold ...
+  assert "v1" not in removed.doc_ids and len(removed.doc_ids) == 2  # ... unless it is withheld
+  # The reference: the full index's scores with the gold left out (numpy), or for the reranker a
+  # first stage over the others, reranked.
+  if kind == "hybrid":
+    first = retrieval.BM25Retriever().index(CORPUS)
+    scores = first.scores(QUERY)
+    candidates = [i for i in np.argsort(-scores, kind="stable") if i != 0][:2 + 1]
+    dense = retrieval.DenseRetriever(WordEncoder()).index(CORPUS).scores(QUERY)
+    want = [CORPUS[i].id for i in sorted(candidates, key=lambda i: -dense[i])][:2]
+  else:
+    scores = make().index(CORPUS).scores(QUERY)
+    want = [CORPUS[i].id for i in np.argsort(-scores, kind="stable") if i != 0][:2]
+  assert list(removed.doc_ids) == want
+  if kind == "dense":  # cosine does not depend on the corpus: the same as a corpus without it
+    [alone] = tools.RetrieverTool(CORPUS[1:], make(), top_k=2)([QUERY])
+    assert alone.doc_ids == removed.doc_ids
+
+
+def test_a_passage_is_withheld_by_its_text_under_another_id():
+  tool = tools.RetrieverTool(CORPUS, retrieval.BM25Retriever(), top_k=5)
+  same = Passage("The capital of  Veltria is Orsk.\n", title="x", id="elsewhere-17")
+  [r] = tool([QUERY], withheld=[Withheld.of([same])])
+  assert "v1" not in r.doc_ids and len(r.doc_ids) == 4
+  assert tool.missing([same, Passage("Not in the corpus.", id="zz")]) == [
+      Passage("Not in the corpus.", id="zz")]
+  [everything] = tools.RetrieverTool(CORPUS, retrieval.BM25Retriever(), top_k=5)(
+      [QUERY], withheld=[Withheld.of(CORPUS)])
+  assert everything.doc_ids == () and everything.text == ""
+
+
+@pytest.mark.parametrize("first", ["kept", "removed"])
+def test_the_cache_never_answers_one_condition_with_the_others_result(first):
+  tool = tools.RetrieverTool(CORPUS, retrieval.BM25Retriever(), top_k=1, cache_size=8)
+  gone = Withheld.of([GOLD])
+  calls = {"kept": lambda: tool([QUERY])[0], "removed": lambda: tool([QUERY], withheld=[gone])[0]}
+  second = "removed" if first == "kept" else "kept"
+  a, b = calls[first](), calls[second]()
+  results = {first: a, second: b}
+  assert results["kept"].doc_ids == ("v1",) and results["removed"].doc_ids != ("v1",)
+  assert tool.cache.misses == 2 and len(tool.cache) == 2   # two keys, neither hit the other
+  assert calls["removed"]() is results["removed"] and calls["kept"]() is results["kept"]
+  assert tool.cache.hits == 2
+  # Two withheld sets that mask the same corpus passages share one entry (the key is the mask).
+  tool([QUERY], withheld=[Withheld.of([Passage(GOLD.text, id="other-id")])])
+  assert tool.cache.hits == 3 and len(tool.cache) == 2
+
+
+def test_a_withheld_list_must_match_the_queries():
+  tool = tools.RetrieverTool(CORPUS, retrieval.BM25Retriever())
+  with pytest.raises(ValueError, match="withheld has 1 entries for 2 queries"):
+    tool([QUERY, QUERY], withheld=[Withheld()])

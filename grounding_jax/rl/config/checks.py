@@ -261,13 +261,22 @@ def _check_stages(ck: FieldChecker, check_reward, check_recipe, read_data: bool)
 
 
 def _check_contrast(ck: FieldChecker, data, p: str) -> None:
-  """Evidence-contrast groups split each question's G samples evenly over its conditions."""
-  names = contrast.CONTRASTS.get(ck.get("evidence_contrast", data))
+  """Evidence-contrast groups split each question's G samples evenly over its conditions; with a
+  search tool (rollout.max_turns > 1) the conditions are the corpus's, so the prompt's passage
+  order (gold_shuffled) is none of them."""
+  value = ck.get("evidence_contrast", data)
+  names = contrast.CONTRASTS.get(value)
   group = _valid(ck, "rollout.group_size", 2)
   if names and group and group % len(names):
-    ck.bad(p + "evidence_contrast", ck.get("evidence_contrast", data),
+    ck.bad(p + "evidence_contrast", value,
            f"splits each question's rollout.group_size={group} samples over {len(names)} evidence "
            f"conditions {names}: use a group_size that is a multiple of {len(names)}")
+  turns = _valid(ck, "rollout.max_turns", 1)
+  if names and "gold_shuffled" in names and turns and turns > 1:
+    ck.bad(p + "evidence_contrast", value,
+           f"with rollout.max_turns={turns} the policy reads its passages from the search tool, "
+           "whose results a shuffled prompt does not change (gold_shuffled); use 'gold_removed' "
+           "(the gold_removed rows search the corpus without their question's gold passages)")
 
 
 def _check_data_file(ck: FieldChecker, data, p: str) -> None:

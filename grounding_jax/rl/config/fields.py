@@ -95,8 +95,10 @@ STAGE = (
     # unless the evidence-conditioned part learns faster (tests/rl/test_evidence_contrast.py).
     Field("data.evidence_contrast", "", str, "'gold_removed': each question's G samples split "
           "over its gold-kept and gold-removed prompts (G/2 each) with one advantage baseline; "
-          "'gold_removed_shuffled' adds a gold-shuffled prompt (G/3 each); '' = off "
-          "(data/contrast.py, rl/collect.py)", choices=tuple(contrast.CONTRASTS), optional=True,
+          "with a search tool (rollout.max_turns > 1) the gold-removed rows search the corpus "
+          "without the question's gold passages; 'gold_removed_shuffled' adds a gold-shuffled "
+          "prompt (G/3 each; no search); '' = off (data/contrast.py, rl/collect.py)",
+          choices=tuple(contrast.CONTRASTS), optional=True,
           why="the evidence conditions of a contrast group"),
     Field("reward", {}, dict, "dict(functions=[...]) replaces config.reward.functions in this stage",
           check=False),

@@ -6,12 +6,17 @@ import numpy as np
 import pytest
 
 from grounding_jax import recipes
+from grounding_jax import tools
+from grounding_jax.data import contrast
+from grounding_jax.data import retrieval
 from grounding_jax.data import synthetic
 from grounding_jax.data.schema import Example, Passage
 from grounding_jax.eval import harness
 from grounding_jax.eval import report
+from grounding_jax.recipes.search import recipe as search_recipe
 from grounding_jax.recipes.search import reward as search_reward
-from grounding_jax.sampling.tools import ToolFormat, ToolResult
+from grounding_jax.sampling.tools import ToolFormat, ToolResult, Withheld
+from grounding_jax.tools import corpus as corpus_lib
 
 P = Passage("The capital of Veltria is Orsk.", title="Veltria", id="v1")
 EX = Example("What is the capital of Veltria?", passages=(P,), answers=("Orsk", "Orsk City"),
@@ -124,3 +129,29 @@ def test_gold_traces_search_each_hop_then_answer():
   assert recipe.reward()([trace], [unanswerable])["abstain_ok"][0] == 1
   with pytest.raises(ValueError, match="no gold completion style"):
     recipe.gold_completion(two_hop, style="direct")
+
+
+def test_an_evidence_contrast_pair_over_the_synthetic_corpus_is_rewarded_by_its_row_label():
+  """The same answerable question, searched with the same query: its gold_kept row finds the fact,
+  its gold_removed row (the corpus without the question's gold passage, labelled unanswerable)
+  does not, and there `I don't know` is abstain_ok where on the kept row it is unjustified."""
+  world = synthetic.build_world(0, num_countries=24)
+  corpus = corpus_lib.synthetic_corpus(world, synthetic.withheld_entities(world, 0.5))
+  examples = synthetic.generate_examples(16, seed=0, world=world, withheld_share=0.5,
+                                         two_hop_ratio=0.0)
+  question = next(e for e in examples if e.answerable)
+  kept, removed = contrast.conditions(question, ("gold_kept", "gold_removed"),
+                                      contrast.distractor_pool(examples), seed=0)
+  tool = tools.RetrieverTool(corpus, retrieval.BM25Retriever(), top_k=3)
+  gold_id = question.passages[question.gold_passage_ids[0] - 1].id
+  query = search_recipe._query(question)  # the gold trace's query: the question's entity
+  with_gold, without = tool([query, query], withheld=[
+      Withheld.of(contrast.withheld_passages(ex)) for ex in (kept, removed)])
+  assert gold_id in with_gold.doc_ids and gold_id not in without.doc_ids
+  assert not search_reward.contains_words(without.text, question.answers[0])
+  fn = recipes.get_reward("search_grounded")
+  idk, right = answer("I don't know"), answer(question.answers[0])
+  out = fn([searched(without.text, query) + idk, searched(with_gold.text, query) + idk,
+            searched(with_gold.text, query) + right], [removed, kept, kept])
+  assert out["abstain_ok"].tolist() == [1, 0, 0] and out["reward"].tolist() == [1.0, 0.0, 1.0]
+  assert out["abstain_unjustified"][1] == 1 and out["supported"][2] == 1

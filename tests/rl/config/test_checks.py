@@ -267,3 +267,38 @@ def test_enums_come_from_the_modules_that_read_them():
   assert config_lib.default_config().reward.on_error in reward_pool.ON_ERROR
   assert optim.SCHEDULES and advantages.SCALES and losses.KL_ESTIMATORS
   assert fields.REMAT_POLICIES == ("full", "save_dots")
+
+
+def test_evidence_contrast_in_a_searching_rollout_is_gold_removed(base):
+  """With a search tool (rollout.max_turns > 1) 'gold_removed' is accepted (its rows search the
+  corpus without their gold passages); a shuffled prompt changes nothing the tool returns, so
+  'gold_removed_shuffled' is refused there and accepted without search. configs/search.py's
+  contrast presets pass (the full one leaves only its data file to the user)."""
+  import importlib.util
+  import pathlib
+  from grounding_jax.rl import setup  # pylint: disable=g-import-not-at-top
+  c = base()
+  c.rollout.update(dict(max_turns=3, group_size=6))
+  c.update_loop.micro_batch_size = 4
+  c.stages[0].data.evidence_contrast = "gold_removed"
+  check_config(c)
+  c.stages[0].data.evidence_contrast = "gold_removed_shuffled"
+  with pytest.raises(ConfigError) as info:
+    check_config(c)
+  [problem] = info.value.problems
+  assert problem.startswith("config.stages[0].data.evidence_contrast='gold_removed_shuffled': "
+                            "with rollout.max_turns=3") and "use 'gold_removed'" in problem
+  c.rollout.max_turns = 1
+  check_config(c)
+  path = pathlib.Path(__file__).resolve().parents[3] / "configs" / "search.py"
+  spec = importlib.util.spec_from_file_location(path.stem, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  local = module.get_config("runlocal,grounded,contrast")
+  assert local.stages[0].data.evidence_contrast == "gold_removed" and local.rollout.max_turns > 1
+  setup.check_config(local, need_model_path=False)
+  full = module.get_config("grounded,contrast")
+  assert full.rollout.group_size == 6  # Search-R1's G = 5 does not halve
+  with pytest.raises(ConfigError) as info:
+    setup.check_config(full, need_model_path=False)
+  assert [p.split("=")[0] for p in info.value.problems] == ["config.stages[0].data.path"]
