@@ -170,8 +170,12 @@ def sft_config(config, steps: int, data_path: str | None = None):
       rows = sum(1 for line in f if line.strip())
     c.data.update(dict(source="jsonl", path=str(data_path), num_examples=rows))
   else:
+    # The stage's own draw: its world size and context options too (the generator's defaults
+    # otherwise, e.g. "mentions" contexts for a stage with "unrelated" ones, or a world of another
+    # size, whose items are not the stage's).
     c.data.update(dict(source="synthetic", num_examples=int(st.data.num_examples),
-                       seed=int(st.data.seed), answerable_ratio=float(st.data.answerable_ratio)))
+                       seed=int(st.data.seed), answerable_ratio=float(st.data.answerable_ratio),
+                       **splits.synthetic_options(st.data)))
   c.batch_size, c.micro_batch_size, c.num_epochs = 4, 2, 1
   c.optimizer.update(dict(learning_rate=5e-5, schedule="constant", warmup_ratio=0.0))
   c.checkpoint.every_steps = steps

@@ -60,9 +60,14 @@ def test_heldout_and_dev_items_are_never_trained_on(tiny_smollm2_dir, tmp_path):
   assert not train & {ex.question for ex in heldout + dev}
   assert not {(ex.question, ex.answerable) for ex in heldout} & {(ex.question, ex.answerable)
                                                                  for ex in dev}
-  # the SFT warm-up writes targets for the first stage's own items
+  # the SFT warm-up writes targets for the first stage's own items, contexts included
+  def items(exs):
+    return [(ex.id, ex.question, ex.answerable, tuple(p.text for p in ex.passages)) for ex in exs]
   sft_rows = sft_data.load_examples(learning_check.sft_config(c, 2).data)[0]
-  assert [ex.id for ex in sft_rows] == [ex.id for ex in splits.load(c.stages[0].data)]
+  assert items(sft_rows) == items(splits.load(c.stages[0].data))
+  c.stages[0].data.update(dict(unanswerable="unrelated", num_passages=3, num_countries=16))
+  sft_rows = sft_data.load_examples(learning_check.sft_config(c, 2).data)[0]
+  assert items(sft_rows) == items(splits.load(c.stages[0].data))
 
 
 def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, tmp_path):
