@@ -78,6 +78,13 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Default <workdir>/learnin
 _SFT_STEPS = flags.DEFINE_integer("sft_steps", 0, "SFT warm-up steps (4 rows each) on the recipe's "
                                   "gold completions of the first stage's training items before GRPO "
                                   "(0 = none); the table then has a row for the SFT model too.")
+_SFT_WORLD = flags.DEFINE_integer("sft_world_offset", 0, "With --sft_steps: 0 = the warm-up's rows are "
+                                  "the first stage's own items; N > 0 = --sft_steps x 4 rows of the "
+                                  "world seed + N (another world: none of the evaluated world's "
+                                  "entities, as the demo's SFT), so the warm-up is not capped by the "
+                                  "stage's item count.")
+_SFT_RATIO = flags.DEFINE_float("sft_answerable_ratio", None, "With --sft_world_offset: the share of "
+                                "answerable rows (default: the first stage's answerable_ratio).")
 _RESAMPLES = flags.DEFINE_integer("bootstrap_resamples", 10_000, "Paired-bootstrap resamples.")
 _BEST_EVERY = flags.DEFINE_integer("best_every", 0, "> 0: validate every this many GRPO steps on a "
                                    "dev draw and report the kept step (module doc); 0 = the last step.")
@@ -150,12 +157,16 @@ def examples_for(config, split: str, num_examples: int) -> list:
     raise ValueError(f"--split=dev: {e}") from None
 
 
-def sft_config(config, steps: int, data_path: str | None = None):
+def sft_config(config, steps: int, data_path: str | None = None, world_offset: int = 0,
+               answerable_ratio: float | None = None):
   """configs/sft.py:runlocal for a warm-up before GRPO: the first stage recipe's prompt and gold
   completion (`Recipe.gold_completion`) of that stage's own training items (same synthetic draw, so
   no held-out item is seen) — or of the Examples file `data_path` (launch/real_data_check.py's SFT
   part) — `steps` updates of 4 rows at a constant lr 5e-5 (the demo's warm-up rate: the format must
-  land in a few steps), prompts and targets cut at the rollout's limits."""
+  land in a few steps), prompts and targets cut at the rollout's limits. `world_offset` > 0: the
+  rows are steps x 4 items of the world seed + world_offset instead (the stage's context options,
+  `answerable_ratio` or the stage's share answerable): no entity of the evaluated world, and as many
+  rows as the steps need."""
   c = sft_trainer.default_config()
   st = config.stages[0]
   if st.data.kind != "synthetic" and not data_path:
@@ -166,6 +177,9 @@ def sft_config(config, steps: int, data_path: str | None = None):
                      max_prompt_tokens=int(config.rollout.max_prompt_tokens),
                      max_completion_tokens=int(config.rollout.max_new_tokens)))
   if data_path:
+    if world_offset or answerable_ratio is not None:
+      raise ValueError("--sft_world_offset / --sft_answerable_ratio draw synthetic rows; this "
+                       "warm-up reads an Examples file")
     with open(data_path, encoding="utf-8") as f:
       rows = sum(1 for line in f if line.strip())
     c.data.update(dict(source="jsonl", path=str(data_path), num_examples=rows))
@@ -176,6 +190,14 @@ def sft_config(config, steps: int, data_path: str | None = None):
     c.data.update(dict(source="synthetic", num_examples=int(st.data.num_examples),
                        seed=int(st.data.seed), answerable_ratio=float(st.data.answerable_ratio),
                        **splits.synthetic_options(st.data)))
+    if world_offset < 0:
+      raise ValueError(f"--sft_world_offset={world_offset}: use 0 (the stage's items) or > 0")
+    if world_offset:
+      ratio = st.data.answerable_ratio if answerable_ratio is None else answerable_ratio
+      if not 0.0 <= float(ratio) <= 1.0:
+        raise ValueError(f"--sft_answerable_ratio={ratio}: a share in [0, 1]")
+      c.data.update(dict(num_examples=4 * steps, seed=int(st.data.seed) + world_offset,
+                         answerable_ratio=float(ratio)))
   c.batch_size, c.micro_batch_size, c.num_epochs = 4, 2, 1
   c.optimizer.update(dict(learning_rate=5e-5, schedule="constant", warmup_ratio=0.0))
   c.checkpoint.every_steps = steps
@@ -183,13 +205,15 @@ def sft_config(config, steps: int, data_path: str | None = None):
   if steps > int(c.data.num_examples) // c.batch_size:
     raise ValueError(f"--sft_steps={steps}: the first stage has {c.data.num_examples} items, enough "
                      f"for {int(c.data.num_examples) // c.batch_size} steps of {c.batch_size} rows; "
-                     "lower --sft_steps or raise stages[0].data.num_examples")
+                     "lower --sft_steps, raise stages[0].data.num_examples, or draw the rows from "
+                     "another world (--sft_world_offset)")
   return c
 
 
-def sft_warmup(config, steps: int, data_path: str | None = None) -> str:
-  """Runs the warm-up (sft_config) and returns its exported HF folder, the GRPO start model."""
-  c = sft_config(config, steps, data_path)
+def sft_warmup(config, steps: int, data_path: str | None = None, **options) -> str:
+  """Runs the warm-up (sft_config; `options`: its world_offset, answerable_ratio) and returns its
+  exported HF folder, the GRPO start model."""
+  c = sft_config(config, steps, data_path, **options)
   model_ref.write_run_config(c.workdir, c)
   sft = sft_trainer.SFTTrainer(c)
   sft.train(max_steps=steps)
@@ -251,7 +275,7 @@ def _interval_json(iv):
 
 
 def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
-                 sft_data: str | None = None):
+                 sft_data: str | None = None, sft_options: Mapping[str, Any] | None = None):
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
   split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
   model loads. Raises ValueError / FileNotFoundError."""
@@ -261,20 +285,22 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
   rewards = from_config.last_stage_rewards(config)
   check_examples(examples, settings, rewards)
   if sft_steps:
-    sft_config(config, sft_steps, sft_data)
+    sft_config(config, sft_steps, sft_data, **(sft_options or {}))
   return settings, examples, rewards
 
 
 def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
         output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
         progress: bool = True, sft_data: str | None = None,
-        extra_metrics: Sequence[str] = (), about_extra: Mapping[str, Any] | None = None
+        sft_options: Mapping[str, Any] | None = None, extra_metrics: Sequence[str] = (), about_extra: Mapping[str, Any] | None = None
         ) -> dict[str, Any]:
   """The whole check on a prepared config (prepare_config); returns the summary written to
   OUT/learning_check.json (with "markdown" and "output_dir" added). `sft_data`: an Examples file
-  for the warm-up instead of the first stage's synthetic draw."""
+  for the warm-up instead of the first stage's synthetic draw; `sft_options`: sft_config's
+  world_offset and answerable_ratio."""
   t0, load_start = time.perf_counter(), os.getloadavg()
-  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data)
+  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data,
+                                             sft_options)
   out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
   options = settings.evaluate_options()  # judges built once, on first use
   tool = setup.build_tool(config)  # a searching recipe's retriever: every evaluation and GRPO use it
@@ -290,7 +316,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
     del loaded
     sampling.release_kv_cache()
     with config.unlocked():
-      config.model.path = sft_warmup(config, sft_steps, sft_data)
+      config.model.path = sft_warmup(config, sft_steps, sft_data, **(sft_options or {}))
   model_ref.write_run_config(config.workdir, config)
   trainer = trainer_lib.Trainer(config, tool=tool)
   kw["mesh"] = trainer.mesh
@@ -352,12 +378,16 @@ def main(argv):
     config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value,
                             best_every=_BEST_EVERY.value, best_metric=_BEST_METRIC.value,
                             dev_examples=_DEV_EXAMPLES.value)
-    check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value)
+    sft_options = dict(world_offset=_SFT_WORLD.value, answerable_ratio=_SFT_RATIO.value)
+    if not _SFT_STEPS.value and (_SFT_WORLD.value or _SFT_RATIO.value is not None):
+      raise ValueError("--sft_world_offset / --sft_answerable_ratio shape the warm-up: give --sft_steps")
+    check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value,
+                 sft_options=sft_options)
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"learning_check: {str(e).splitlines()[0]}")
   summary = run(config, split=_SPLIT.value, num_examples=_NUM_EXAMPLES.value,
                 sft_steps=_SFT_STEPS.value, output_dir=_OUTPUT_DIR.value,
-                bootstrap_resamples=_RESAMPLES.value, command=command)
+                bootstrap_resamples=_RESAMPLES.value, command=command, sft_options=sft_options)
   print(summary["markdown"])
   print(f"wrote {summary['output_dir']}/learning_check.md (with learning_check.json, report.md, "
         "metrics.json, predictions.jsonl)")

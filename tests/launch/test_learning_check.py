@@ -70,6 +70,22 @@ def test_heldout_and_dev_items_are_never_trained_on(tiny_smollm2_dir, tmp_path):
   assert items(sft_rows) == items(splits.load(c.stages[0].data))
 
 
+def test_sft_rows_from_another_world(tiny_smollm2_dir, tmp_path):
+  c = learning_check.prepare_config(tiny("grace", tiny_smollm2_dir, tmp_path), steps=2)
+  st = c.stages[0].data
+  data = learning_check.sft_config(c, 24, world_offset=1000, answerable_ratio=0.75).data
+  assert (data.num_examples, data.seed, data.answerable_ratio) == (96, st.seed + 1000, 0.75)
+  rows = sft_data.load_examples(data)[0]
+  assert len(rows) == 96 and sum(ex.answerable for ex in rows) == 72
+  evaluated = splits.load(st) + learning_check.examples_for(c, "heldout", 8)
+  names = lambda exs: {w for ex in exs for w in ex.question.split() if w[:1].isupper()}
+  assert not (names(rows) - {"What", "Who", "Which", "In", "The"}) & names(evaluated)
+  with pytest.raises(ValueError, match="--sft_world_offset"):  # the stage has too few items
+    learning_check.sft_config(c, 24)
+  with pytest.raises(ValueError, match="sft_answerable_ratio=1.5"):
+    learning_check.sft_config(c, 4, world_offset=1, answerable_ratio=1.5)
+
+
 def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, tmp_path):
   c = learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, tmp_path / "run"), steps=2)
   summary = learning_check.run(c, sft_steps=1, bootstrap_resamples=200, command="python ...",
