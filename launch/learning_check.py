@@ -32,6 +32,10 @@ corner): the run validates every N steps on --dev_examples questions that neithe
 held-out split ask (config.evals.split="dev") and keeps the step with the best --best_metric
 (checkpoint.best_metric; default balanced accuracy, the mean of accuracy on answerable and
 abstention on unanswerable items). 0 (default): the last step.
+
+--sft_steps=N warms up on N x 4 gold completions first: of the first stage's own items by default
+(at most its num_examples / 4 steps), or with --sft_world_offset=K of the world seed + K (the
+stage's context options, --sft_answerable_ratio answerable), as the demo's SFT draws another world.
 """
 
 from __future__ import annotations
