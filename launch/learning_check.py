@@ -150,12 +150,13 @@ def examples_for(config, split: str, num_examples: int) -> list:
     raise ValueError(f"--split=dev: {e}") from None
 
 
-def sft_config(config, steps: int, data_path: str | None = None):
+def sft_config(config, steps: int, data_path: str | None = None, overlong: str = "cut"):
   """configs/sft.py:runlocal for a warm-up before GRPO: the first stage recipe's prompt and gold
   completion (`Recipe.gold_completion`) of that stage's own training items (same synthetic draw, so
   no held-out item is seen) — or of the Examples file `data_path` (launch/real_data_check.py's SFT
   part) — `steps` updates of 4 rows at a constant lr 5e-5 (the demo's warm-up rate: the format must
-  land in a few steps), prompts and targets cut at the rollout's limits."""
+  land in a few steps), prompts cut at the rollout's limit; a target past the rollout's
+  max_new_tokens is cut, with a warning, or left out with overlong="drop" (SFT data.overlong)."""
   c = sft_trainer.default_config()
   st = config.stages[0]
   if st.data.kind != "synthetic" and not data_path:
@@ -164,7 +165,7 @@ def sft_config(config, steps: int, data_path: str | None = None):
   c.model.update(dict(path=config.model.path, remat=True, compute_dtype=config.model.compute_dtype))
   c.data.update(dict(kind="recipe", recipe=st.recipe, enable_thinking=config.rollout.enable_thinking,
                      max_prompt_tokens=int(config.rollout.max_prompt_tokens),
-                     max_completion_tokens=int(config.rollout.max_new_tokens)))
+                     max_completion_tokens=int(config.rollout.max_new_tokens), overlong=overlong))
   if data_path:
     with open(data_path, encoding="utf-8") as f:
       rows = sum(1 for line in f if line.strip())
@@ -183,9 +184,9 @@ def sft_config(config, steps: int, data_path: str | None = None):
   return c
 
 
-def sft_warmup(config, steps: int, data_path: str | None = None) -> str:
+def sft_warmup(config, steps: int, data_path: str | None = None, overlong: str = "cut") -> str:
   """Runs the warm-up (sft_config) and returns its exported HF folder, the GRPO start model."""
-  c = sft_config(config, steps, data_path)
+  c = sft_config(config, steps, data_path, overlong)
   model_ref.write_run_config(c.workdir, c)
   sft = sft_trainer.SFTTrainer(c)
   sft.train(max_steps=steps)
@@ -247,7 +248,7 @@ def _interval_json(iv):
 
 
 def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
-                 sft_data: str | None = None):
+                 sft_data: str | None = None, sft_overlong: str = "cut"):
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
   split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
   model loads. Raises ValueError / FileNotFoundError."""
@@ -257,20 +258,21 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
   rewards = from_config.last_stage_rewards(config)
   check_examples(examples, settings, rewards)
   if sft_steps:
-    sft_config(config, sft_steps, sft_data)
+    sft_trainer.check_config(sft_config(config, sft_steps, sft_data, sft_overlong))
   return settings, examples, rewards
 
 
 def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
         output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
-        progress: bool = True, sft_data: str | None = None,
+        progress: bool = True, sft_data: str | None = None, sft_overlong: str = "cut",
         extra_metrics: Sequence[str] = (), about_extra: Mapping[str, Any] | None = None
         ) -> dict[str, Any]:
   """The whole check on a prepared config (prepare_config); returns the summary written to
   OUT/learning_check.json (with "markdown" and "output_dir" added). `sft_data`: an Examples file
-  for the warm-up instead of the first stage's synthetic draw."""
+  for the warm-up instead of the first stage's synthetic draw; `sft_overlong`: its data.overlong."""
   t0, load_start = time.perf_counter(), os.getloadavg()
-  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data)
+  settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data,
+                                             sft_overlong)
   out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
   options = settings.evaluate_options()  # judges built once, on first use
   tool = setup.build_tool(config)  # a searching recipe's retriever: every evaluation and GRPO use it
@@ -286,7 +288,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
     del loaded
     sampling.release_kv_cache()
     with config.unlocked():
-      config.model.path = sft_warmup(config, sft_steps, sft_data)
+      config.model.path = sft_warmup(config, sft_steps, sft_data, sft_overlong)
   model_ref.write_run_config(config.workdir, config)
   trainer = trainer_lib.Trainer(config, tool=tool)
   kw["mesh"] = trainer.mesh
