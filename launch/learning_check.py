@@ -162,15 +162,16 @@ def examples_for(config, split: str, num_examples: int) -> list:
 
 
 def sft_config(config, steps: int, data_path: str | None = None, world_offset: int = 0,
-               answerable_ratio: float | None = None):
+               answerable_ratio: float | None = None, overlong: str = "cut"):
   """configs/sft.py:runlocal for a warm-up before GRPO: the first stage recipe's prompt and gold
   completion (`Recipe.gold_completion`) of that stage's own training items (same synthetic draw, so
   no held-out item is seen) — or of the Examples file `data_path` (launch/real_data_check.py's SFT
   part) — `steps` updates of 4 rows at a constant lr 5e-5 (the demo's warm-up rate: the format must
-  land in a few steps), prompts and targets cut at the rollout's limits. `world_offset` > 0: the
-  rows are steps x 4 items of the world seed + world_offset instead (the stage's context options,
-  `answerable_ratio` or the stage's share answerable): no entity of the evaluated world, and as many
-  rows as the steps need."""
+  land in a few steps), prompts cut at the rollout's limit; a target past the rollout's
+  max_new_tokens is cut, with a warning, or left out with overlong="drop" (SFT data.overlong).
+  `world_offset` > 0: the rows are steps x 4 items of the world seed + world_offset instead (the
+  stage's context options, `answerable_ratio` or the stage's share answerable): no entity of the
+  evaluated world, and as many rows as the steps need."""
   c = sft_trainer.default_config()
   st = config.stages[0]
   if st.data.kind != "synthetic" and not data_path:
@@ -179,7 +180,7 @@ def sft_config(config, steps: int, data_path: str | None = None, world_offset: i
   c.model.update(dict(path=config.model.path, remat=True, compute_dtype=config.model.compute_dtype))
   c.data.update(dict(kind="recipe", recipe=st.recipe, enable_thinking=config.rollout.enable_thinking,
                      max_prompt_tokens=int(config.rollout.max_prompt_tokens),
-                     max_completion_tokens=int(config.rollout.max_new_tokens)))
+                     max_completion_tokens=int(config.rollout.max_new_tokens), overlong=overlong))
   if data_path:
     if world_offset or answerable_ratio is not None:
       raise ValueError("--sft_world_offset / --sft_answerable_ratio draw synthetic rows; this "
@@ -215,8 +216,8 @@ def sft_config(config, steps: int, data_path: str | None = None, world_offset: i
 
 
 def sft_warmup(config, steps: int, data_path: str | None = None, **options) -> str:
-  """Runs the warm-up (sft_config; `options`: its world_offset, answerable_ratio) and returns its
-  exported HF folder, the GRPO start model."""
+  """Runs the warm-up (sft_config; `options`: its world_offset, answerable_ratio, overlong) and
+  returns its exported HF folder, the GRPO start model."""
   c = sft_config(config, steps, data_path, **options)
   model_ref.write_run_config(c.workdir, c)
   sft = sft_trainer.SFTTrainer(c)
@@ -289,19 +290,19 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
   rewards = from_config.last_stage_rewards(config)
   check_examples(examples, settings, rewards)
   if sft_steps:
-    sft_config(config, sft_steps, sft_data, **(sft_options or {}))
+    sft_trainer.check_config(sft_config(config, sft_steps, sft_data, **(sft_options or {})))
   return settings, examples, rewards
 
 
 def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
         output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
         progress: bool = True, sft_data: str | None = None,
-        sft_options: Mapping[str, Any] | None = None, extra_metrics: Sequence[str] = (), about_extra: Mapping[str, Any] | None = None
-        ) -> dict[str, Any]:
+        sft_options: Mapping[str, Any] | None = None, extra_metrics: Sequence[str] = (),
+        about_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
   """The whole check on a prepared config (prepare_config); returns the summary written to
   OUT/learning_check.json (with "markdown" and "output_dir" added). `sft_data`: an Examples file
   for the warm-up instead of the first stage's synthetic draw; `sft_options`: sft_config's
-  world_offset and answerable_ratio."""
+  world_offset, answerable_ratio and overlong (its data.overlong)."""
   t0, load_start = time.perf_counter(), os.getloadavg()
   settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data,
                                              sft_options)

@@ -12,9 +12,9 @@ passage; data/real/README.md) become short contexts a 135M model can read
 in a seeded order) and each question an unanswerable twin with its gold passages replaced. The
 questions are split by question (per dataset: --test_questions to test, --dev_questions to dev, the
 rest to train) or, with --held_out_dataset, by dataset (train on the other two, test on that one).
-The training questions are halved: the first half's gold completions are the SFT warm-up, the second
-half the GRPO stage's prompts (with --evidence_contrast, each question's G samples split over its
-gold-kept and gold-removed contexts: data/contrast.py). The held-out questions are never trained on;
+Each dataset's training questions are halved: the first halves' gold completions are the SFT
+warm-up, the second halves the GRPO stage's prompts (with --evidence_contrast, each question's G
+samples split over its gold-kept and gold-removed contexts: data/contrast.py). The held-out questions are never trained on;
 their ids are listed in the output (OUT/split_ids.json and learning_check.md).
 
 Then launch/learning_check.py's run (one process, one model load): the start model, the SFT model and
@@ -26,8 +26,12 @@ balanced accuracy (eval/selective.py), each GRPO − SFT and GRPO − start with
 
 The recipe is the config's (configs/truthrl.py:runlocal: TruthRL's ternary reward with an exact-match
 verifier, abstaining with \boxed{I don't know}); its :runlocal sizes hold, except that prompts may
-reach 1,280 tokens. The flags of launch/learning_check.py apply (--config, --workdir, --split,
---sft_steps, --steps, --output_dir, --bootstrap_resamples), with defaults of 24 SFT and 12 GRPO steps.
+reach 1,280 tokens and completions 208 (MAX_NEW_TOKENS: SFT, GRPO sampling and evaluation), and
+that the SFT warm-up leaves out the few gold completions longer than that (SFT data.overlong="drop")
+instead of cutting them. --gold_lengths prints the gold completions' token lengths against that
+limit and exits, before any model loads. The flags of launch/learning_check.py apply (--config,
+--workdir, --split, --sft_steps, --steps, --output_dir, --bootstrap_resamples), with defaults of 24
+SFT and 12 GRPO steps.
 """
 
 from __future__ import annotations
@@ -37,9 +41,12 @@ import pathlib
 import shlex
 import sys
 
+import numpy as np
 from absl import app
 from absl import flags
 
+from grounding_jax import models
+from grounding_jax import recipes
 from grounding_jax.data import jsonl
 from grounding_jax.data import real_contexts
 
@@ -62,10 +69,17 @@ _CONTRAST = flags.DEFINE_enum("evidence_contrast", "gold_removed", ["", "gold_re
                               "The GRPO stage's data.evidence_contrast ('' = each prompt its own "
                               "group, the twins mixed in).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seeds the splits and the contexts.")
+_GOLD_LENGTHS = flags.DEFINE_bool("gold_lengths", False, "Print the recipe's gold completions' "
+                                  "token lengths per dataset against MAX_NEW_TOKENS and exit (no "
+                                  "model loads).")
 
 REPORTED = ("answer_f1", "answer_em", "accuracy_answerable", "abstention_unanswerable",
             "balanced_accuracy")
 MAX_PROMPT_TOKENS = 1280  # the longest short context (4 MuSiQue gold passages + 2) with the prompt
+# SFT targets, GRPO samples and evaluated answers: 96 % of the answerable gold completions fit
+# (TruthRL's, SmolLM2 tokens with the EOS; --gold_lengths, docs/results.md); SFT drops the rest.
+MAX_NEW_TOKENS = 208
+SFT_OVERLONG = "drop"
 
 
 def build_parts(folder, *, held_out_dataset: str = "", test_questions: int = 16,
@@ -77,11 +91,15 @@ def build_parts(folder, *, held_out_dataset: str = "", test_questions: int = 16,
                                         dev=dev_questions, seed=seed)
   else:
     parts = real_contexts.split_by_question(real, test=test_questions, dev=dev_questions, seed=seed)
-  train = parts["train"]
-  half = len(train) // 2
+  # Each dataset's training questions halved, so SFT and GRPO both see every dataset (the parts
+  # come concatenated by dataset: halving the whole gave SFT no NQ and GRPO almost only NQ).
+  by_dataset = {}
+  for ex in parts["train"]:
+    by_dataset.setdefault(ex.meta["dataset"], []).append(ex)
+  sft = [ex for rows in by_dataset.values() for ex in rows[:len(rows) // 2]]
+  grpo = [ex for rows in by_dataset.values() for ex in rows[len(rows) // 2:]]
   return {name: real_contexts.with_twins(rows, seed=seed) for name, rows in
-          (("sft", train[:half]), ("grpo", train[half:]), ("dev", parts["dev"]),
-           ("test", parts["test"]))}
+          (("sft", sft), ("grpo", grpo), ("dev", parts["dev"]), ("test", parts["test"]))}
 
 
 def write_parts(parts, out: pathlib.Path) -> dict[str, str]:
@@ -104,7 +122,33 @@ def configure(config, paths, *, split: str, evidence_contrast: str):
     config.evals.data.update(dict(kind="jsonl", path=paths["test" if split == "heldout" else "dev"]))
     config.evals.num_examples = 0
     config.rollout.max_prompt_tokens = max(int(config.rollout.max_prompt_tokens), MAX_PROMPT_TOKENS)
+    config.rollout.max_new_tokens = max(int(config.rollout.max_new_tokens), MAX_NEW_TOKENS)
+    if config.evals.decoding.max_new_tokens is not None:
+      config.evals.decoding.max_new_tokens = max(int(config.evals.decoding.max_new_tokens),
+                                                 MAX_NEW_TOKENS)
   return config
+
+
+def gold_lengths(rows, recipe_name: str, tokenizer) -> dict[str, np.ndarray]:
+  """{dataset: [n] tokens} of the recipe's gold completion of each answerable row, its EOS included
+  (what the SFT target holds: sft/trainer.tokenize_pairs)."""
+  recipe = recipes.get_recipe(recipe_name)
+  out = {}
+  for ex in rows:
+    if ex.answerable:
+      n = len(tokenizer.encode(recipe.gold_completion(ex), add_special_tokens=False)) + 1
+      out.setdefault(ex.meta.get("dataset", "?"), []).append(n)
+  return {k: np.asarray(v) for k, v in out.items()}
+
+
+def length_table(lengths: dict[str, np.ndarray], limit: int) -> str:
+  """Markdown: per dataset (and all) the count, median, p90, p95, max and the share ≤ `limit`."""
+  every = {**lengths, "all": np.concatenate(list(lengths.values()))}
+  lines = [f"| dataset | n | median | p90 | p95 | max | ≤ {limit} |", "|---|---|---|---|---|---|---|"]
+  for name, v in every.items():
+    lines.append(f"| {name} | {len(v)} | {np.median(v):.0f} | {np.percentile(v, 90):.0f} | "
+                 f"{np.percentile(v, 95):.0f} | {v.max()} | {np.mean(v <= limit):.1%} |")
+  return "\n".join(lines)
 
 
 def main(argv):
@@ -117,14 +161,25 @@ def main(argv):
   try:  # bad input: one line, before any model loads
     config = learning_check.prepare_config(FLAGS.config, workdir=str(out), steps=FLAGS.steps)
     configure(config, paths, split=FLAGS.split, evidence_contrast=_CONTRAST.value)
-    learning_check.check_inputs(config, "heldout", None, FLAGS.sft_steps, paths["sft"])
+    learning_check.check_inputs(config, "heldout", None, FLAGS.sft_steps, paths["sft"],
+                                dict(overlong=SFT_OVERLONG))
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"real_data_check: {str(e).splitlines()[0]}")
+  if _GOLD_LENGTHS.value:
+    tokenizer = models.load_tokenizer(config.model.path)
+    recipe = config.stages[0].recipe
+    every = [ex for rows in parts.values() for ex in rows]
+    for name, rows in (("SFT part", parts["sft"]), ("every part", every)):
+      print(f"\n{recipe} gold completions of the answerable questions, {name} (tokens, EOS "
+            "included):\n")
+      print(length_table(gold_lengths(rows, recipe, tokenizer), int(config.rollout.max_new_tokens)))
+    return
   evaluated = "test" if FLAGS.split == "heldout" else "dev"
   about = {"split": f"{evaluated} ({_HELD_OUT_DATASET.value or 'by question'})",
            f"ids_{evaluated}": ", ".join(ex.id for ex in parts[evaluated] if ex.answerable),
            "parts": {k: len(v) for k, v in parts.items()}}
   summary = learning_check.run(config, sft_steps=FLAGS.sft_steps, sft_data=paths["sft"],
+                               sft_options=dict(overlong=SFT_OVERLONG),
                                bootstrap_resamples=FLAGS.bootstrap_resamples, command=command,
                                extra_metrics=REPORTED, about_extra=about,
                                output_dir=FLAGS.output_dir or str(out / "real_data_check"))

@@ -8,8 +8,9 @@ A real question's own context is long (HotpotQA distractor: 10 paragraphs, MuSiQ
 words) — past what SmolLM2-135M reads. `short_context` keeps the gold passages whole and adds
 `num_distractors` of the question's own non-gold passages (NQ-open's oracle file has one passage,
 so its distractors come from other questions of the same split), clipped to `max_words` words, in a
-seeded order. `unanswerable_twin` is the same question with each gold passage replaced by a
-distractor (data/contrast.gold_removed: answerable=False), id suffixed "#gold_removed", so
+seeded order. NQ's evidence, which its file lacks, is its gold passage's answer sentence
+(`with_answer_sentences`). `unanswerable_twin` is the same question with each gold passage replaced
+by a distractor (data/contrast.gold_removed: answerable=False), id suffixed "#gold_removed", so
 abstention is measured on the very questions whose answers are measured.
 
 Splits are by question, seeded, per dataset (a question and its twin always fall together), or by
@@ -26,6 +27,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from grounding_jax import text
 from grounding_jax.data import contrast
 from grounding_jax.data.readers import read_dataset
 from grounding_jax.data.schema import Example, Passage
@@ -41,13 +43,27 @@ TWIN_SUFFIX = "#gold_removed"
 
 def load_real(folder: str | pathlib.Path = DEFAULT_DIR, names: Sequence[str] = tuple(FILES)
               ) -> dict[str, list[Example]]:
-  """{dataset: answerable Examples with gold passages}, read with the project's readers."""
+  """{dataset: answerable Examples with gold passages}, read with the project's readers; those
+  without evidence sentences (NQ) get them from their gold passages (`with_answer_sentences`)."""
   out = {}
   for name in names:
     reader, files = FILES[name]
     rows = [ex for f in files for ex in read_dataset(reader, pathlib.Path(folder) / f)]
-    out[name] = [ex for ex in rows if ex.gold_passage_ids and ex.answers]
+    out[name] = [with_answer_sentences(ex) for ex in rows if ex.gold_passage_ids and ex.answers]
   return out
+
+
+def with_answer_sentences(example: Example) -> Example:
+  """`example`, or, when it has no evidence, a copy whose evidence is each gold passage's sentence
+  that states an answer (text.answer_sentence). NQ-open's oracle passage is marked gold because it
+  contains an answer string (`hasanswer`), so that sentence is its evidence; without it a gold
+  completion quotes the whole ~100-word passage (recipes/gold.gold_support): 146 SmolLM2 tokens at
+  the median, past a 128-token rollout."""
+  if any(e for e in example.evidence):
+    return example
+  sentences = [text.answer_sentence(example.passages[i - 1].text, example.answers, example.question)
+               for i in example.gold_passage_ids if 0 < i <= len(example.passages)]
+  return dataclasses.replace(example, evidence=tuple(dict.fromkeys(s for s in sentences if s)))
 
 
 def _rng(example: Example, seed: int) -> np.random.Generator:
@@ -116,7 +132,7 @@ def with_twins(examples: Sequence[Example], *, seed: int = 0, num_distractors: i
 def split_by_question(by_dataset: Mapping[str, Sequence[Example]], *, test: int, dev: int,
                       seed: int = 0) -> dict[str, list[Example]]:
   """{"train", "dev", "test"}: from each dataset, `test` and `dev` questions drawn at random
-  (seeded), the rest to train; datasets interleaved in the order given."""
+  (seeded), the rest to train; each part holds the datasets one after another, in the order given."""
   out = {"train": [], "dev": [], "test": []}
   for k, (name, rows) in enumerate(by_dataset.items()):
     if test + dev >= len(rows):

@@ -120,7 +120,7 @@ def check_fields(ck: config_fields.FieldChecker) -> None:
 
 def check_config(config: ml_collections.ConfigDict) -> None:
   """Raises ConfigError naming each bad model.lora value, before any model loads (the RL trainer's
-  check_config includes these checks; the SFT trainer calls this)."""
+  and the SFT trainer's check_config include these checks)."""
   ck = config_fields.FieldChecker(config)
   check_fields(ck)
   if ck.problems:

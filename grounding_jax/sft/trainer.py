@@ -9,7 +9,8 @@ Loss = Σ −log p(completion token) / Σ completion tokens over each mini-batch
 SFTTrainer with completion-only loss); prompts are context only, and so are the spans of a target
 that a tool wrote (a row's `inserted_spans`: the search results in a gold search trace), which
 stay in the sequence with no loss, as the rollout masks them (`loss_mask` holes, the RL update's
-convention). Micro-batches accumulate exactly.
+convention). Micro-batches accumulate exactly. A target longer than data.max_completion_tokens is
+never cut silently: data.overlong cuts it with a warning that counts such rows, drops it, or refuses.
 When every prompt begins with the same instructions (a recipe's rows), each micro-batch runs them
 once and packs its rows' remaining tokens after them (`pack_micro_batches`, config
 shared_prefix_min_tokens): the same loss, fewer tokens.
@@ -18,6 +19,7 @@ launch/sft.py runs it from configs/sft.py and writes <workdir>/hf.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Optional, Sequence
 
@@ -29,6 +31,7 @@ import optax
 from flax import nnx
 
 from grounding_jax import checkpoints
+from grounding_jax import config_fields
 from grounding_jax import metrics_writer
 from grounding_jax import models
 from grounding_jax import optim
@@ -37,6 +40,27 @@ from grounding_jax.models import attention
 from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
 from grounding_jax.sft import data as sft_data
+
+OVERLONG = ("cut", "drop", "error")
+# SFT fields declared once (grounding_jax.config_fields); the older ones are checked by hand in
+# SFTTrainer.__init__. `optional`: configs written before a field existed keep its default.
+FIELDS = (
+    config_fields.Field(
+        "data.overlong", "cut", str, "a target longer than data.max_completion_tokens (its EOS "
+        "included): 'cut' there, with a warning that counts them; 'drop' the row, counted; "
+        "'error'", choices=OVERLONG, optional=True,
+        why="a cut target loses its EOS and its end, a gold completion its answer: it teaches "
+        "never finishing"),
+)
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming each bad declared field (FIELDS, model.lora), before any model loads."""
+  ck = config_fields.FieldChecker(config)
+  lora.check_fields(ck)
+  config_fields.check(ck, FIELDS)
+  if ck.problems:
+    raise config_fields.ConfigError(ck.problems)
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -71,8 +95,11 @@ def default_config() -> ml_collections.ConfigDict:
       prompt_as_user_turn=False,  # True: wrap a row's "prompt" as one user turn of the chat template
       enable_thinking=ml_collections.FieldReference(None, field_type=bool),  # Qwen3 template switch
       max_prompt_tokens=1024,     # longer prompts lose tokens on the left
-      max_completion_tokens=512,  # longer completions are cut (EOS then dropped)
+      max_completion_tokens=512,  # longer completions: data.overlong (FIELDS)
   ))
+  for f in FIELDS:  # the declared fields' defaults
+    section, name = f.path.rsplit(".", 1)
+    c[section][name] = f.value()
   c.batch_size = 8                # sequences per optimizer update
   c.micro_batch_size = 8          # sequences per gradient-accumulation micro-batch
   c.num_epochs = 1
@@ -97,8 +124,8 @@ def default_config() -> ml_collections.ConfigDict:
 
 def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_tokens: int,
                    max_completion_tokens: int,
-                   inserted_spans: Optional[Sequence[Sequence[tuple[int, int]]]] = None
-                   ) -> dict[str, np.ndarray]:
+                   inserted_spans: Optional[Sequence[Sequence[tuple[int, int]]]] = None,
+                   overlong: str = "cut") -> dict[str, np.ndarray]:
   """Left-padded prompts [N, Lp] and right-padded completions (+ EOS) [N, Lc] with masks.
 
   loss_mask [N, Lc] is True at the completion tokens that carry loss: every target token and the
@@ -106,11 +133,17 @@ def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_to
   tool wrote; SFTRow.inserted_spans). A target with spans is tokenised piece by piece at their
   edges, as the rollout tokenises each inserted result alone (sampling/multiturn.py), so no token
   straddles an edge; the holes stay attended (models/logprobs.completion_logprobs).
+
+  A completion longer than `max_completion_tokens` (EOS included) is, by `overlong` (config
+  data.overlong): "cut" there, losing its EOS, with a warning that counts such rows; "drop"-ped,
+  counted in a warning, so N is the rows kept; "error": ValueError.
+
+  Raises:
+    ValueError: overlong="error" and a completion is too long; "drop" and every one is; an
+      unknown `overlong`.
   """
-  prompts = [p for p, _ in pairs]
-  prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, prompts)
-  if prompt_ids.shape[1] > max_prompt_tokens:
-    prompt_ids, prompt_mask = prompt_ids[:, -max_prompt_tokens:], prompt_mask[:, -max_prompt_tokens:]
+  if overlong not in OVERLONG:
+    raise ValueError(f"overlong={overlong!r}: expected one of {OVERLONG} (config data.overlong)")
   eos = tokenizer.eos_token_id
   spans = [()] * len(pairs) if inserted_spans is None else list(inserted_spans)
   if len(spans) != len(pairs):
@@ -119,6 +152,30 @@ def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_to
   for (_, target), row_spans in zip(pairs, spans):
     tokens, loss = sft_data.target_tokens(tokenizer, target, row_spans)
     comps.append((tokens + ([eos] if eos is not None else []), loss + [True] * (eos is not None)))
+  over = [i for i, (c, _) in enumerate(comps) if len(c) > max_completion_tokens]
+  if over:
+    longest = max(len(comps[i][0]) for i in over)
+    what = (f"{len(over)} of {len(comps)} SFT targets ({len(over) / len(comps):.1%}) are longer "
+            f"than data.max_completion_tokens={max_completion_tokens} (EOS included; the longest "
+            f"has {longest})")
+    if overlong == "error":
+      raise ValueError(f"{what}; raise data.max_completion_tokens, shorten the targets, or set "
+                       "data.overlong='drop' (leave them out) or 'cut'")
+    if overlong == "drop":
+      if len(over) == len(comps):
+        raise ValueError(f"{what}: data.overlong='drop' leaves no row; raise "
+                         "data.max_completion_tokens or shorten the targets")
+      logging.warning("%s: left out (data.overlong='drop')", what)
+      keep = sorted(set(range(len(comps))) - set(over))
+      pairs, comps = [pairs[i] for i in keep], [comps[i] for i in keep]
+    else:
+      logging.warning("%s: cut there, so they lose their EOS and end (a gold completion its "
+                      "answer) and teach never finishing; data.overlong='drop' leaves them out",
+                      what)
+  prompts = [p for p, _ in pairs]
+  prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, prompts)
+  if prompt_ids.shape[1] > max_prompt_tokens:
+    prompt_ids, prompt_mask = prompt_ids[:, -max_prompt_tokens:], prompt_mask[:, -max_prompt_tokens:]
   width = min(max(len(c) for c, _ in comps), max_completion_tokens)
   pad = tokenizer.pad_token_id or 0
   ids = np.full((len(comps), width), pad, np.int32)
@@ -287,7 +344,7 @@ class SFTTrainer:
   def __init__(self, config: ml_collections.ConfigDict, *, model=None, tokenizer=None,
                rows: Optional[Sequence[sft_data.SFTRow]] = None):
     self.config = config
-    lora.check_config(config)  # before any model loads
+    check_config(config)  # before any model loads
     if config.model.get("attention", "auto") not in attention.IMPLEMENTATIONS:
       raise ValueError(f"model.attention={config.model.attention!r}: expected one of "
                        f"{attention.IMPLEMENTATIONS} (models/attention.py)")
@@ -306,6 +363,16 @@ class SFTTrainer:
       tokenizer = models.load_tokenizer(config.model.path)
     pairs = sft_data.render(rows, tokenizer, prompt_as_user_turn=config.data.prompt_as_user_turn,
                             enable_thinking=config.data.enable_thinking)
+    # Tokenised before the model loads: an overlong target under data.overlong='error' (or too few
+    # left by 'drop') stops the run early.
+    self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
+                               max_completion_tokens=config.data.max_completion_tokens,
+                               inserted_spans=[r.inserted_spans for r in rows],
+                               overlong=config.data.get("overlong", "cut"))
+    if len(self.data["completion_ids"]) < config.batch_size:
+      raise ValueError(f"{len(self.data['completion_ids'])} SFT rows fit "
+                       f"data.max_completion_tokens={config.data.max_completion_tokens} "
+                       f"(data.overlong='drop'), fewer than batch_size={config.batch_size}")
     if model is None:
       model = models.load_pretrained(config.model.path, dtype=models.DTYPES[config.model.param_dtype],
                                      compute_dtype=models.DTYPES[config.model.compute_dtype],
@@ -316,9 +383,6 @@ class SFTTrainer:
     if config.model.lora.rank > 0 and not lora.has_adapters(model):
       model = lora.add_from_config(model, config.model.lora, config.seed)
     self.model, self.tokenizer = model, tokenizer
-    self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
-                               max_completion_tokens=config.data.max_completion_tokens,
-                               inserted_spans=[r.inserted_spans for r in rows])
     # Prompts sharing enough leading tokens run them once per micro-batch (pack_micro_batches) where
     # that is cheaper, with one width of loss tokens for every step: the most a micro-batch of the
     # longest completions has.

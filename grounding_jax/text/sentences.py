@@ -7,6 +7,9 @@ algorithm but not its trained English parameters (the `punkt_tab` download). We 
      `punkt_tab`), fed to NLTK's `PunktSentenceTokenizer` — i.e. the identical algorithm and model;
   3. a regex splitter on [.!?] + space + capital/digit/quote, with a warning, so evaluation still runs.
 `SPLITTER` records which one is in use; evaluation reports should print it.
+
+`answer_sentence` picks the sentence of a paragraph that states an answer: the evidence of datasets
+that mark a supporting paragraph but no sentence (MuSiQue's hops, NQ-open's gold passage).
 """
 
 from __future__ import annotations
@@ -15,9 +18,16 @@ import collections
 import functools
 import logging
 import re
+from typing import Sequence
+
+from grounding_jax.text.metrics import normalize_answer_arena
 
 SPLITTER = "unset"
 _FALLBACK_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# Words that say nothing about which sentence states a fact (questions' wh-words and glue).
+_FUNCTION_WORDS = frozenset(
+    "of in on at to for by with from and or is was were are be been has have had who whom whose "
+    "what when where which why how did does do as that this it its".split())
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,3 +62,25 @@ def split_sentences(text: str) -> list[str]:
   if not isinstance(text, str) or not text.strip():
     return []
   return list(_tokenizer()(text))
+
+
+def answer_sentence(paragraph: str, answers: Sequence[str], question: str = "") -> str:
+  """The sentence of `paragraph` that states one of `answers` in reply to `question`.
+
+  Among the sentences (`split_sentences`) that contain an answer as whole words (ARENA's normaliser,
+  punctuation → space, so "Hall" matches "Hall's" and "Mecklenburg" "Mecklenburg-Schwerin"), the
+  one sharing the most content words with the question, the earliest on ties. When none contains
+  an answer (the annotation paraphrases: "America" for "American"), the sentence sharing the most
+  content words with the question; the paragraph's first sentence — Wikipedia's defining one — when
+  none shares any. "" for a blank paragraph.
+  """
+  sentences = split_sentences(paragraph) or ([paragraph.strip()] if paragraph.strip() else [""])
+  keys = [f" {k} " for k in map(normalize_answer_arena, answers) if k]
+  asked = set(normalize_answer_arena(question).split()) - _FUNCTION_WORDS
+
+  def score(item):
+    i, sentence = item
+    words = f" {normalize_answer_arena(sentence)} "
+    return (any(k in words for k in keys), len(asked & set(words.split())), -i)
+
+  return max(enumerate(sentences), key=score)[1].strip()

@@ -105,10 +105,79 @@ def test_musique_answerable_supporting_paragraphs():
   assert ex.answerable is True and len(ex.passages) == 20
   assert ex.gold_passage_ids == (7, 11)
   assert ex.passages[6].title == raw[0]["paragraphs"][6]["title"]
-  assert ex.evidence[0].startswith("The Journal of Psychotherapy Integration is a peer-reviewed academic journal")
+  assert ex.evidence == (  # each hop's sentence naming its answer (paragraphs 7 and 11)
+      "The Journal of Psychotherapy Integration is a peer-reviewed academic journal published by the "
+      "American Psychological Association on behalf of the Society for the Exploration of "
+      "Psychotherapy Integration.",
+      "The formal study of adolescent psychology began with the publication of G. Stanley Hall's "
+      "\"Adolescence in 1904.\"")
   for ex, r in zip(examples, raw):
     # is_supporting agrees with question_decomposition's (0-based) paragraph_support_idx.
     assert set(ex.gold_passage_ids) == {d["paragraph_support_idx"] + 1 for d in r["question_decomposition"]}
+
+
+def _jsonl(tmp_path, rows):
+  path = tmp_path / "m.jsonl"
+  path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+  return path
+
+
+def _musique_row(**changes):
+  """A hand-made MuSiQue-Ans row: 2 hops, their supporting paragraphs at idx 1 and 3 (of 4)."""
+  paragraphs = [
+      "Lake Vostok is a lake in Antarctica. It lies under the ice sheet.",
+      "The Orrin Quarterly is a journal. It is published by the Veld Society of Surveyors. Its "
+      "editor is in Lund.",
+      "The Veld Society was founded in Cape Town. Its archive is in Durban.",
+      "The Veld Society of Surveyors was founded in 1921. Mara Quill was the first president of "
+      "the Veld Society of Surveyors. Quill's brother Tom Quill was its treasurer.",
+  ]
+  row = {"id": "2hop__1_2", "question": "Who was the first president of the society that publishes "
+         "the Orrin Quarterly?", "answer": "Mara Quill", "answer_aliases": ["M. Quill"],
+         "answerable": True,
+         "paragraphs": [{"idx": i, "title": f"T{i}", "paragraph_text": t, "is_supporting": i in (1, 3)}
+                        for i, t in enumerate(paragraphs)],
+         "question_decomposition": [
+             {"id": 1, "question": "Orrin Quarterly >> publisher", "answer": "Veld Society of Surveyors",
+              "paragraph_support_idx": 1},
+             {"id": 2, "question": "Who was the first president of #1 ?", "answer": "Mara Quill",
+              "paragraph_support_idx": 3}]}
+  row.update(changes)
+  return row
+
+
+def test_musique_evidence_is_each_hops_answer_sentence(tmp_path):
+  row = _musique_row()
+  [ex] = read_musique(_jsonl(tmp_path, [row]))
+  assert ex.gold_passage_ids == (2, 4)
+  # Hop 1: the one sentence naming the society; hop 2: both sentences 2 and 3 of its paragraph name
+  # "Quill", but only sentence 2 holds "Mara Quill" whole, and it matches the question
+  # ("first president" of "#1", resolved to the society).
+  assert ex.evidence == ("It is published by the Veld Society of Surveyors.",
+                         "Mara Quill was the first president of the Veld Society of Surveyors.")
+  assert all(e in ex.passages[i - 1].text for e, i in zip(ex.evidence, ex.gold_passage_ids))
+
+  # A paraphrased hop answer: no sentence holds it, so the closest sentence to the question.
+  hops = [dict(row["question_decomposition"][0]), dict(row["question_decomposition"][1], answer="Quill M.")]
+  [ex] = read_musique(_jsonl(tmp_path, [_musique_row(question_decomposition=hops)]))
+  assert ex.evidence[1] == "Mara Quill was the first president of the Veld Society of Surveyors."
+
+
+def test_musique_evidence_falls_back_to_whole_supporting_paragraphs(tmp_path):
+  row = _musique_row()
+  whole = (row["paragraphs"][1]["paragraph_text"], row["paragraphs"][3]["paragraph_text"])
+  [ex] = read_musique(_jsonl(tmp_path, [_musique_row(question_decomposition=None)]))
+  assert ex.evidence == whole  # no decomposition: the supporting paragraphs, as ARENA's data code
+  # A hop naming a paragraph that is not supporting (MuSiQue-Full's twins) gives nothing; the
+  # supporting paragraph no hop names gives its whole text.
+  hops = [dict(row["question_decomposition"][0], paragraph_support_idx=0),
+          row["question_decomposition"][1]]
+  [ex] = read_musique(_jsonl(tmp_path, [_musique_row(question_decomposition=hops)]))
+  assert ex.evidence == ("Mara Quill was the first president of the Veld Society of Surveyors.",
+                         whole[0])
+  bad = [dict(row["question_decomposition"][0], answer=7), row["question_decomposition"][1]]
+  with pytest.raises(DataError, match=r"m.jsonl:1: field 'question_decomposition\[0\].answer': expected str"):
+    list(read_musique(_jsonl(tmp_path, [_musique_row(question_decomposition=bad)])))
 
 
 def test_musique_malformed_line(tmp_path):

@@ -3,6 +3,7 @@ learning run (data/real_contexts.py, launch/real_data_check.py), on the samples 
 
 import functools
 
+import numpy as np
 import pytest
 
 from grounding_jax.data import real_contexts as rc
@@ -17,6 +18,28 @@ def test_every_dataset_loads_with_gold_passages():
   real = _real()
   assert {k: len(v) for k, v in real.items()} == {"hotpotqa": 153, "musique": 100, "nq": 200}
   assert all(ex.gold_passage_ids and ex.answers for rows in real.values() for ex in rows)
+
+
+def test_evidence_is_sentences_of_the_gold_passages():
+  """HotpotQA's supporting sentences, MuSiQue's hop sentences and NQ's answer sentence (its file has
+  none): each inside a gold passage, under half their gold passages' length in all, NQ's naming an
+  answer."""
+  for name, rows in _real().items():
+    for ex in rows:
+      gold = [ex.passages[i - 1].text for i in ex.gold_passage_ids]
+      assert ex.evidence and all(any(e in g for g in gold) for e in ex.evidence), ex.id
+      if name != "hotpotqa":  # one sentence per hop / gold passage (HotpotQA's: as annotated)
+        assert len(ex.evidence) <= len(gold), ex.id
+    evidence = sum(len(e) for ex in rows for e in ex.evidence)
+    passages = sum(len(ex.passages[i - 1].text) for ex in rows for i in ex.gold_passage_ids)
+    assert evidence < 0.5 * passages, name
+  nq = _real()["nq"]
+  named = [any(a.lower() in ex.evidence[0].lower() for a in ex.answers) for ex in nq]
+  assert np.mean(named) > 0.95
+  first = nq[0]  # "who got the first nobel prize in physics"; the passage's first sentence names him
+  assert first.evidence == ("The first Nobel Prize in Physics was awarded in 1901 to Wilhelm Conrad "
+                            "R\u00f6ntgen, of Germany, who received 150,782 SEK, which is equal to "
+                            "7,731,004 SEK in December 2007.",)
 
 
 @pytest.mark.parametrize("name", sorted(rc.FILES))
