@@ -6,8 +6,9 @@ r"""Search-R1 (arXiv:2503.09516): the policy searches inside its rollout, then a
   python launch/train.py --config=configs/search.py:runlocal --workdir=/tmp/gj_search      # CPU
   python launch/train.py --config=configs/search.py:runlocal,grounded --workdir=/tmp/gj_search_g
   python launch/learning_check.py --config=configs/search.py:runlocal --sft_steps=16 --workdir=/tmp/gj_lc_search
-  python launch/learning_check.py --config=configs/search.py:runlocal,grounded,contrast --sft_steps=16 \
-      --best_every=2 --workdir=/tmp/gj_lc_search_gc
+  python launch/learning_check.py --config=configs/search.py:runlocal,grounded,contrast --sft_steps=64 \
+      --sft_world_offset=1000 --sft_answerable_ratio=0.625 --best_every=2 \
+      '--config.reward.functions[0].options.unjustified_abstain_reward=-1.0' --workdir=/tmp/gj_lc_search_gc
 
 `:grounded` trains the grounded variant (recipe search_grounded: answers must be supported by the
 retrieved passages, `I don't know` pays where nothing retrieved supports one). `:contrast` adds
