@@ -17,6 +17,7 @@ from grounding_jax.text.metrics import (NORMALIZERS, REFUSAL_FLAG, REFUSAL_SENTE
                                         refusal_score, rouge_l_f1, token_f1)
 from grounding_jax.text.sentences import answer_sentence, split_sentences
 
-__all__ = ["NORMALIZERS", "answer_sentence", "REFUSAL_FLAG", "REFUSAL_SENTENCE", "em_f1", "exact_match", "hotpot_f1",
+__all__ = ["NORMALIZERS", "answer_sentence", "REFUSAL_FLAG", "REFUSAL_SENTENCE", "em_f1",
+           "exact_match", "hotpot_f1",
            "is_abstention", "is_refusal", "normalize_answer", "normalize_answer_arena", "normalize_answer_truthrl",
            "refusal_score", "rouge_l_f1", "split_sentences", "token_f1"]
