@@ -104,6 +104,20 @@ def smollm2_dir():
 
 
 @pytest.fixture(scope="session")
+def tokenizer(smollm2_dir):
+  """SmolLM2's tokenizer (a test module may define its own `tokenizer`, which wins)."""
+  from grounding_jax.models import load_tokenizer
+  return load_tokenizer(smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def scripted(tiny_checkpoint, tokenizer):
+  """The tiny model whose next token the test scripts (tests/scripted_policy.py)."""
+  from scripted_policy import scripted_model
+  return scripted_model(tiny_checkpoint, tokenizer)
+
+
+@pytest.fixture(scope="session")
 def tiny_smollm2_dir(tiny_checkpoint, smollm2_dir, tmp_path_factory):
   """A tiny llama with SmolLM2's vocabulary and tokenizer files (stands in for SmolLM2)."""
   model_dir = tmp_path_factory.mktemp("tiny_smollm2") / "model"

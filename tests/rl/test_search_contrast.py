@@ -10,7 +10,6 @@ import pytest
 from grounding_jax.data import contrast as contrast_lib
 from grounding_jax.data import retrieval
 from grounding_jax.data.schema import Example, Passage
-from grounding_jax.models import load_tokenizer
 from grounding_jax.recipes import get_recipe
 from grounding_jax.rl import collect
 from grounding_jax.rl import config as config_lib
@@ -21,7 +20,7 @@ from grounding_jax.rl import setup
 from grounding_jax.sampling import multiturn
 from grounding_jax.sampling import rollout as rollout_lib
 from grounding_jax import tools
-from scripted_policy import FORMAT, STOP, DictTool, scripted_model
+from scripted_policy import FORMAT, STOP, DictTool
 
 # The scripted policy (tests/scripted_policy.py) after " cherry" writes " box mars halt": it
 # searches "mars", and goes on from the last word of the result. BM25 ranks the gold passage first
@@ -37,16 +36,6 @@ FILLER = Example(question="What flows?", passages=(Passage("a distant hill", id=
 
 def prompt(example):
   return " the story of cherry"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smollm2_dir):
-  return load_tokenizer(smollm2_dir)
-
-
-@pytest.fixture(scope="module")
-def scripted(tiny_checkpoint, tokenizer):
-  return scripted_model(tiny_checkpoint, tokenizer)
 
 
 def _tool():

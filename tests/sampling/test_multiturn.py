@@ -7,22 +7,11 @@ import numpy as np
 import pytest
 
 from grounding_jax import sampling
-from grounding_jax.models import load_tokenizer
 from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.rl import losses
 from grounding_jax.sampling import engine, multiturn
 from grounding_jax.sampling.tools import ToolResult, Withheld
-from scripted_policy import FORMAT, PROMPTS, STOP, DictTool, prompts, scripted_model
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smollm2_dir):
-  return load_tokenizer(smollm2_dir)
-
-
-@pytest.fixture(scope="module")
-def scripted(tiny_checkpoint, tokenizer):
-  return scripted_model(tiny_checkpoint, tokenizer)
+from scripted_policy import FORMAT, PROMPTS, STOP, DictTool, prompts
 
 
 @pytest.mark.parametrize("num_samples", [1, 2])

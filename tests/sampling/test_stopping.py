@@ -6,13 +6,8 @@ import numpy as np
 import pytest
 
 from grounding_jax import sampling
-from grounding_jax.models import load_pretrained, load_tokenizer
+from grounding_jax.models import load_pretrained
 from grounding_jax.sampling import stopping
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smollm2_dir):
-  return load_tokenizer(smollm2_dir)
 
 
 @pytest.mark.parametrize("text,stops", [
