@@ -203,6 +203,7 @@ def resume_ours(workdir: str) -> None:
   checkpoint's restore and the stage's set-up: the target is <= 10 s); the step itself is printed
   apart, with its compile time (tracing and lowering, which the persistent cache does not save, and
   any program missing from it)."""
+  from grounding_jax.rl import stages as stages_lib
   start = time.perf_counter()
   setup = _setup()
   c = _config(setup[0], workdir, _STEPS.value + 1)
@@ -210,13 +211,13 @@ def resume_ours(workdir: str) -> None:
   tr.checkpointer.save = lambda *a, **k: None  # train() returns right after the step's update
   built = time.perf_counter() - start
   step_starts = []
-  run_step = tr._step
+  run_step = stages_lib.Stage.step  # the stage object is made inside train(): time its class's step
 
-  def timed_step(*args, **kwargs):
+  def timed_step(stage, *args, **kwargs):
     step_starts.append(time.perf_counter() - start)
-    return run_step(*args, **kwargs)
+    return run_step(stage, *args, **kwargs)
 
-  tr._step = timed_step
+  stages_lib.Stage.step = timed_step
   hist = tr.train()
   done = time.perf_counter() - start
   h, before = hist[0], step_starts[0]
@@ -333,6 +334,10 @@ def _report_ours(tr, hist, ceilings) -> dict:
 
 def main(argv):
   del argv
+  if _RESUME.value and _OURS.value and not _RESUME_WORKDIR.value:
+    # jax takes 75 % of a GPU per process; the resumed run is a second process beside this one (a
+    # child, which inherits this): each gets 45 %. Set before jax is imported.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.45")
   from grounding_jax import perf
   from grounding_jax.parallel import compile_cache
   if _RESUME_WORKDIR.value:
