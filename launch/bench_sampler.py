@@ -62,9 +62,10 @@ _MAX_NEW_TOKENS = flags.DEFINE_integer("max_new_tokens", 128, "Tokens generated 
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
 _ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: the attention kernel (models/attention.py"
                                  ": auto, xla or cudnn), to compare kernels on one device.")
-_FUSE = flags.DEFINE_bool("fuse_projections", False, "Ours: each layer's q/k/v projections as one "
-                          "GEMM and gate/up as one (sampling.generate_ids(fuse_projections=)), "
-                          "against the default's seven projection GEMMs a layer.")
+_FUSE = flags.DEFINE_enum("fuse_projections", "auto", ["auto", "on", "off"], "Ours: each layer's "
+                          "q/k/v projections as one GEMM and gate/up as one "
+                          "(sampling.generate_ids(fuse_projections=)); 'auto' = on a GPU, as "
+                          "config rollout.fuse_projections.")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Weights and compute of both engines (ours: load_pretrained(dtype=); "
                            "transformers: from_pretrained(dtype=)).")
@@ -162,7 +163,7 @@ def _print_ours(ours: dict, config, ceilings, itemsize: int) -> dict:
   fused = bool(st.get("fused_projections"))
   print(f"ours: projection GEMMs a layer: {4 if fused else 7} ("
         + ("q/k/v and gate/up fused" if fused else "separate"
-           + ("; --fuse_projections fell back" if _FUSE.value else "")) + ")")
+           + ("; --fuse_projections fell back" if _FUSE.value == "on" else "")) + ")")
   return dict(tokens_per_s=tokens / secs, seconds=secs, first_call_s=ours["first"],
               prefill_s=st["prefill_seconds"], decode_ms_per_step=1e3 * step_s,
               fused_projections=fused,
@@ -176,12 +177,14 @@ def _print_ours(ours: dict, config, ceilings, itemsize: int) -> dict:
 def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsize: int,
           profile_dir) -> dict:
   """Times one case; prints its lines and a RESULT line; returns its figures."""
+  from grounding_jax import sampling
   from grounding_jax.models import attention
+  fuse = sampling.fuse_projections_enabled(_FUSE.value)  # 'auto': on a GPU
   prompts = _prompts(tokenizer, passages, n)
   lengths = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
   n_new, temp, g = _MAX_NEW_TOKENS.value, _TEMPERATURE.value, _GROUP.value
   kw = dict(max_new_tokens=n_new, temperature=temp, eos_ids=(), num_samples=g,
-            fuse_projections=_FUSE.value)
+            fuse_projections=fuse)
   threads = [int(t) for t in _HF_THREADS.value] if not hf or hf.device == "cpu" else [0]
   print(f"--- case {passages}x{n}: {n} {_RECIPE.value} prompts of {passages} passages x G={g}, "
         f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), {n_new} new tokens, "
@@ -190,7 +193,7 @@ def _case(model, config, tokenizer, hf, passages: int, n: int, ceilings, itemsiz
   print(f"attention kernel (ours): {kernel}", flush=True)
   result = dict(case=f"{passages}x{n}", group_size=g, prompt_tokens_mean=float(np.mean(lengths)),
                 new_tokens=n_new, dtype=_DTYPE.value, model_shape=_MODEL_SHAPE.value, attention=kernel,
-                fuse_projections=_FUSE.value,
+                fuse_projections=fuse,
                 ceilings=dataclasses.asdict(ceilings) if ceilings else None)
   ours = dict(seconds=[], stats=[], tokens=len(prompts) * g * n_new)
   if model is not None:

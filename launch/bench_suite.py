@@ -20,8 +20,10 @@ stage that fails or times out leaves its row empty, never the whole table. The s
   sampler_cublas, grpo_cublas   (not by default) ours again with XLA's Triton GEMMs off
                 (XLA_FLAGS+=--xla_gpu_enable_triton_gemm=false: cuBLAS runs every GEMM; on an
                 H200 the decode's Triton projection GEMMs read weights at ~42 % of bandwidth)
-  sampler_fused (not by default) ours again with each layer's q/k/v projections as one GEMM and
-                gate/up as one (bench_sampler.py --fuse_projections: 4 GEMMs a layer, not 7)
+  sampler_fused, sampler_unfused   (not by default) ours again with each layer's q/k/v weights
+                concatenated into one and gate/up into one (--fuse_projections=on), or kept
+                separate (=off); sampler_ours takes config rollout.fuse_projections' default,
+                'auto' (fused on a GPU: XLA merges the separate ones inside each decode GEMM)
 The default timeouts sum to 8 minutes; on an H100 / H200 the 1.5 B shape takes ~6.
 """
 
@@ -83,7 +85,8 @@ def stage_commands() -> dict[str, list[str]]:
           "sampler_xla": sampler + ["--hf=false", "--attention=xla"],
           "grpo_xla": grpo + ["--trl=false", "--attention=xla"],
           "sampler_cublas": sampler + ["--hf=false"], "grpo_cublas": grpo + ["--trl=false"],
-          "sampler_fused": sampler + ["--hf=false", "--fuse_projections"]}
+          "sampler_fused": sampler + ["--hf=false", "--fuse_projections=on"],
+          "sampler_unfused": sampler + ["--hf=false", "--fuse_projections=off"]}
 
 
 # Stages that run with more XLA flags (appended to the caller's XLA_FLAGS).
@@ -150,13 +153,17 @@ def table(results: dict) -> str:
        f"{_pct(get('sampler_cublas', 'ours', 'decode_roofline_fraction'))}; step "
        f"{_num(get('grpo_cublas', 'ours', 'step_s'))} s (update "
        f"{_num(get('grpo_cublas', 'ours', 'update_s'))})", "", ""),
-      ("fused q/k/v and gate/up projections (4 GEMMs a layer, not 7)",
-       f"{_num(get('sampler_fused', 'ours', 'tokens_per_s'), '{:,.0f}')} tokens/s, decode "
-       f"{_num(get('sampler_fused', 'ours', 'decode_ms_per_step'))} ms/step = "
-       f"{_pct(get('sampler_fused', 'ours', 'decode_roofline_fraction'))}"
-       + ("" if get("sampler_fused", "ours", "fused_projections") in (None, True)
-          else " (fell back: not fused)"), "",
-       f"{ratio(get('sampler_fused', 'ours', 'tokens_per_s'), s_ours)} sampler_ours"),
+      *[(f"q/k/v and gate/up weights {label} (--fuse_projections={flag}; sampler_ours: "
+         f"{'fused' if get('sampler_ours', 'fuse_projections') else 'separate'})",
+         f"{_num(get(stage, 'ours', 'tokens_per_s'), '{:,.0f}')} tokens/s, decode "
+         f"{_num(get(stage, 'ours', 'decode_ms_per_step'))} ms/step = "
+         f"{_pct(get(stage, 'ours', 'decode_roofline_fraction'))}"
+         + (" (fell back: not fused)" if flag == "on" and get(stage, "ours", "fused_projections")
+            is False else ""), "",
+         f"{ratio(get(stage, 'ours', 'tokens_per_s'), s_ours)} sampler_ours")
+        for stage, label, flag in (("sampler_fused", "fused", "on"),
+                                   ("sampler_unfused", "separate", "off"))
+        if results.get(stage)],
       (f"sampler {prompts} × G{run.get('group_size', '?')} × {run.get('new_tokens', '?')}: tokens/s", _num(s_ours, "{:,.0f}"),
        f"transformers generate {_num(s_peer, '{:,.0f}')}", ratio(s_ours, s_peer)),
       ("decode ms/step", f"{_num(get('sampler_ours', 'ours', 'decode_ms_per_step'))} = "

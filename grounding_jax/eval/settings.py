@@ -17,6 +17,7 @@ from grounding_jax import judges
 from grounding_jax import recipes
 from grounding_jax.data.schema import Example
 from grounding_jax.eval.bertscore import BertScorer
+from grounding_jax.sampling import engine
 from grounding_jax.sampling import rollout as rollout_lib
 
 RewardSpec = Sequence[tuple[str, float, Callable]]  # [(name, weight, RewardFn)], as the trainer's
@@ -42,7 +43,7 @@ class EvalSettings:
     shared_prefix_min_tokens: a batch's common prompt prefix of at least this many tokens is
       prefilled once and read once per decode step (one sample per question; 0 = off).
     fuse_projections: the sampler runs q/k/v and gate/up as one GEMM each
-      (config.rollout.fuse_projections; sampling.generate_ids).
+      (config.rollout.fuse_projections, 'auto' = on a GPU; sampling.generate_ids).
   """
   recipe: str
   decoding: recipes.Decoding
@@ -83,7 +84,8 @@ class EvalSettings:
                seed=int(ev.seed),
                shared_prefix_min_tokens=int(ev.get("shared_prefix_min_tokens", 0)),
                max_turns=int(config.rollout.get("max_turns", 1)),
-               fuse_projections=bool(config.rollout.get("fuse_projections", False)))
+               fuse_projections=engine.fuse_projections_enabled(
+                   config.rollout.get("fuse_projections", "auto")))
 
   def evaluate_options(self) -> dict[str, Any]:
     """The judge arguments of `Recipe.evaluate`, each built when first called."""

@@ -26,6 +26,7 @@ from grounding_jax.rl.config import checks as config_checks
 from grounding_jax.rl import collect
 from grounding_jax.rl import health
 from grounding_jax.rl import update as update_lib
+from grounding_jax.sampling import engine
 from grounding_jax.sampling import rollout as rollout_lib
 from grounding_jax.sampling import tools
 
@@ -252,7 +253,7 @@ def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe,
       group_size=group_size or r.group_size, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
       top_p=r.top_p, top_k=r.top_k, stop=stop, max_prompt_tokens=r.max_prompt_tokens,
       max_turns=r.max_turns, tool=tool if r.max_turns > 1 else None,
-      fuse_projections=r.fuse_projections,
+      fuse_projections=engine.fuse_projections_enabled(r.fuse_projections),
       tool_format=getattr(recipe, "tool_format", None) or tools.ToolFormat())
 
 

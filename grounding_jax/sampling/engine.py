@@ -65,6 +65,18 @@ def _constrain_cache(cache):
   return jax.tree.map(lambda x: with_logical_constraint(x, _CACHE_AXES), cache)
 
 
+def fuse_projections_enabled(mode: str | bool) -> bool:
+  """Whether the sampler fuses projections under config rollout.fuse_projections = `mode`: 'on',
+  'off', or 'auto' = on a GPU only, where XLA otherwise concatenates the q/k/v (and gate/up)
+  weights inside each decode step's GEMM fusion (docs/benchmarks.md: 7 % faster decode on an H200).
+  A bool passes through."""
+  if isinstance(mode, bool):
+    return mode
+  if mode not in ("auto", "on", "off"):
+    raise ValueError(f"fuse_projections={mode!r}: expected 'auto', 'on' or 'off'")
+  return mode == "on" or (mode == "auto" and jax.default_backend() == "gpu")
+
+
 def inference_state(model, fuse_projections: bool = False) -> tuple[nnx.GraphDef, Any]:
   """(graphdef, state) of `model` as `prefill` and `decode` take it: float parameters in the
   compute dtype, layers unstacked (Transformer.unstacked). `nnx.split(model)` itself when it is

@@ -43,12 +43,14 @@ def test_sampler_bench_at_the_tiny_shape_against_transformers(tiny_smollm2_dir, 
   assert _traced(tmp_path / "prof")
 
 
-def test_grpo_bench_at_the_tiny_shape_prints_update_mfu_and_traces_a_step(tiny_smollm2_dir,
-                                                                            tmp_path):
+def test_grpo_bench_at_the_tiny_shape_prints_update_mfu_traces_a_step_and_times_a_resume(
+    tiny_smollm2_dir, tmp_path):
   out, results = _run("bench_grpo_step.py", "--recipe=grace", "--model_shape=tiny",
                       f"--tokenizer_dir={tiny_smollm2_dir}", "--prompts=2", "--group_size=2",
                       "--max_new_tokens=4", "--micro_batch_size=2", "--steps=2", "--trl=false",
-                      "--resume=false", f"--profile_dir={tmp_path / 'prof'}", "--attention=xla")
+                      "--resume=true", f"--profile_dir={tmp_path / 'prof'}", "--attention=xla")
+  # the resumed run: a new process restores the checkpoint and runs step 3 (the target's figure)
+  assert "resumed run (new process, filled compilation cache): step 3 starts" in out, out[-3000:]
   assert "ceilings (cpu, measured now)" in out
   assert "update: " in out and "of measured matmul, n/a of datasheet" in out
   assert "attention kernel (ours): xla" in out
@@ -88,6 +90,8 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
       "grpo_cublas": None,
       "sampler_fused": dict(ours=dict(tokens_per_s=42000.0, decode_ms_per_step=2.5,
                                       decode_roofline_fraction=0.5, fused_projections=True)),
+      "sampler_unfused": dict(ours=dict(tokens_per_s=33000.0, decode_ms_per_step=3.0,
+                                        decode_roofline_fraction=0.4, fused_projections=False)),
   }
   text = suite.table(results)
   assert "| sampler 16 × G8 × 256: tokens/s | 35,699 | transformers generate 3,567 | 10.0× |" in text
@@ -100,9 +104,12 @@ def test_suite_table_has_every_row_and_survives_a_failed_stage():
           "(update 3.90) |") in text
   assert ("| every GEMM on cuBLAS (XLA's Triton GEMMs off) | 40,000 tokens/s, decode 2.00 ms/step = "
           "60.0 %; step — s (update —) |") in text
-  assert ("| fused q/k/v and gate/up projections (4 GEMMs a layer, not 7) | 42,000 tokens/s, "
-          "decode 2.50 ms/step = 50.0 % |  | 1.2× sampler_ours |") in text
-  assert len(text.splitlines()) == 13
+  assert ("| q/k/v and gate/up weights fused (--fuse_projections=on; sampler_ours: separate) | "
+          "42,000 tokens/s, decode 2.50 ms/step = 50.0 % |  | 1.2× sampler_ours |") in text
+  assert ("| q/k/v and gate/up weights separate (--fuse_projections=off; sampler_ours: separate) | "
+          "33,000 tokens/s, decode 3.00 ms/step = 40.0 % |  | 0.9× sampler_ours |") in text
+  assert len(text.splitlines()) == 14
+  assert len(suite.table({**results, "sampler_unfused": None}).splitlines()) == 13
   results["sampler_fused"]["ours"]["fused_projections"] = False  # the sampler fell back
   assert "= 50.0 % (fell back: not fused) |" in suite.table(results)
 
@@ -161,4 +168,5 @@ def test_suite_fused_stage_runs_our_sampler_with_fused_projections():
     suite.flags.FLAGS.mark_as_parsed()
     commands = suite.stage_commands()
   fused, ours = commands["sampler_fused"], commands["sampler_ours"]
-  assert fused[1].endswith("bench_sampler.py") and fused == ours + ["--fuse_projections"]
+  assert fused[1].endswith("bench_sampler.py") and fused == ours + ["--fuse_projections=on"]
+  assert commands["sampler_unfused"] == ours + ["--fuse_projections=off"]

@@ -37,9 +37,23 @@ def test_rollout_fuse_projections_reaches_the_rollout_and_evaluation_samplers(tm
   from grounding_jax.rl.config import checks
   c = toy_task.toy_config(tmp_path, steps=1)
   recipe = recipes.get_recipe(c.stages[0].recipe)
-  assert not setup.sampling_settings(c, recipe).fuse_projections  # off by default
+  assert c.rollout.fuse_projections == "auto"  # on a GPU only: this CPU runs unfused
+  assert not setup.sampling_settings(c, recipe).fuse_projections
   assert not EvalSettings.from_config(c).fuse_projections
-  c.rollout.fuse_projections = True
+  c.rollout.fuse_projections = "on"
   checks.check_config(c, need_model_path=False)
   assert setup.sampling_settings(c, recipe).fuse_projections
   assert EvalSettings.from_config(c).fuse_projections
+  c.rollout.fuse_projections = "off"
+  assert not setup.sampling_settings(c, recipe).fuse_projections
+
+
+def test_fuse_projections_auto_is_on_for_a_gpu_only(monkeypatch):
+  from grounding_jax.sampling import engine
+  assert engine.fuse_projections_enabled("on") and not engine.fuse_projections_enabled("off")
+  assert engine.fuse_projections_enabled(True) and not engine.fuse_projections_enabled(False)
+  for backend, fused in (("gpu", True), ("tpu", False), ("cpu", False)):
+    monkeypatch.setattr(engine.jax, "default_backend", lambda b=backend: b)
+    assert engine.fuse_projections_enabled("auto") == fused
+  with pytest.raises(ValueError, match="'auto', 'on' or 'off'"):
+    engine.fuse_projections_enabled("yes")

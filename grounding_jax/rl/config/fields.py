@@ -39,6 +39,7 @@ from grounding_jax.sampling import rollout as rollout_lib
 MODEL_DTYPES = tuple(models.DTYPES)
 OLD_LOGPROBS = ("recompute", "sampler")
 GPU_GEMMS = ("cublas", "xla")
+FUSE_PROJECTIONS = ("auto", "on", "off")
 DATA_KINDS = ("synthetic", "jsonl")
 COMPILE_AHEAD = ("none", "widest", "all")
 REMAT_POLICIES = tuple(sorted(transformer._REMAT_POLICIES))  # pylint: disable=protected-access
@@ -182,10 +183,12 @@ ROLLOUT = (
           choices=rollout_lib.OVERLONG_PROMPTS, why="prompts over rollout.max_prompt_tokens"),
     Field("rollout.enable_thinking", None, bool, "Qwen3's chat-template thinking switch; None = "
           "the template's default", none_ok=True),
-    Field("rollout.fuse_projections", False, bool, "the sampler (rollouts and validation) runs "
+    Field("rollout.fuse_projections", "auto", str, "the sampler (rollouts and validation) runs "
           "each layer's q/k/v projections as one GEMM and gate/up as one, on weights concatenated "
           "once per call (sampling.generate_ids): the same dot products, equal up to float "
-          "rounding; off until measured faster on a GPU (docs/benchmarks.md)"),
+          "rounding. 'auto' = on a GPU (an H200: decode 7 % faster, its compile 4 s shorter; "
+          "docs/benchmarks.md), off elsewhere (unmeasured on TPU; slower for tiny CPU models) | "
+          "'on' | 'off'", choices=FUSE_PROJECTIONS),
     Field("rollout.options", {}, dict, "the recipe's rollout options (Recipe.rollout), e.g. LEAR's",
           why="the recipe's rollout options"),
 )
