@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 SCALES = ("group", "batch", "batch_tokens", "none")
+CONTRAST_BASELINES = ("shared", "condition")  # config advantage.contrast_baseline
 
 
 def group_advantages(rewards: np.ndarray, group_size: int, *, scale: str = "group", std_ddof: int = 1,

@@ -269,8 +269,10 @@ class Collector:
     loss_mask &= np.repeat(usable[groups], g)[:, None]
     a = c.advantage
     rows = rollout_lib.group_rows(groups, g)
+    # advantage.contrast_baseline="condition": each condition's consecutive G/k rows are a group
+    per = g // self.prompts_per_group if a.contrast_baseline == "condition" else g
     advantages = adv_lib.group_advantages(
-        rewards[rows], g, scale=a.scale, std_ddof=a.std_ddof,
+        rewards[rows], per, scale=a.scale, std_ddof=a.std_ddof,
         std_floor=a.std_floor, eps=a.eps, leave_one_out=a.leave_one_out,
         std_tolerance=c.dapo.std_tolerance, token_counts=loss_mask.sum(axis=1))
     if c.abstention.control == "project":  # after the advantages: their shared-choice part removed

@@ -64,6 +64,13 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
                       f"and rollout.max_turns={c.rollout.max_turns} runs no search, so the gold_kept "
                       "and gold_removed prompts are the same; set rollout.max_turns > 1 and "
                       "search.retriever")
+    view, conditions = stage_config(c, st), evidence_conditions(st)
+    per_condition = view.rollout.group_size // max(len(conditions), 1)
+    if (conditions and view.advantage.contrast_baseline == "condition"
+        and view.advantage.std_ddof == 1 and per_condition < 2):
+      problems.append(f"config.advantage.contrast_baseline='condition' with stage {st.name!r}'s "
+                      f"{per_condition} sample(s) per condition: each condition's group needs >= 2 "
+                      "samples for advantage.std_ddof=1; raise rollout.group_size")
     if c.abstention.control and not recipes.get_recipe(st.recipe).abstention_component:
       problems.append(f"config.abstention.control={c.abstention.control!r}: stage {st.name!r}'s "
                       f"recipe {st.recipe!r} marks no abstention in its reward "

@@ -182,9 +182,12 @@ def _contrast_config(tmp_path, steps=2):
   return c
 
 
-def test_collector_contrast_groups_share_one_baseline(tiny_checkpoint, tmp_path):
+@pytest.mark.parametrize("baseline", ["shared", "condition"])
+def test_collector_contrast_groups_share_one_baseline_or_one_per_condition(tiny_checkpoint, tmp_path,
+                                                                          baseline):
   c = _contrast_config(tmp_path)
   c.advantage.scale = "group"
+  c.advantage.contrast_baseline = baseline
   st = c.stages[0]
   view = setup.stage_config(c, st)
   data = _toy_examples(12)
@@ -202,9 +205,11 @@ def test_collector_contrast_groups_share_one_baseline(tiny_checkpoint, tmp_path)
   # 2 questions × (gold kept, gold removed) prompts × 2 samples, question-major.
   assert [ex.meta[contrast_lib.CONDITION_KEY] for ex in ro.examples] == ["gold_kept", "gold_removed"] * 2
   assert ro.examples[0].question == ro.examples[1].question and ro.examples[1].answerable is False
-  rewards = AnswerableShareReward()(ro.texts, ro.row_examples())["reward"].reshape(2, 4)
-  mean, std = rewards.mean(1, keepdims=True), rewards.std(1, ddof=1, keepdims=True)
-  want = np.where(std > 0, (rewards - mean) / (std + 1e-4), 0.0).reshape(-1)
+  rewards = AnswerableShareReward()(ro.texts, ro.row_examples())["reward"]
+  # shared: a group is a question's 4 rows; condition: each condition's 2 rows
+  groups = rewards.reshape(2, 4) if baseline == "shared" else rewards.reshape(4, 2)
+  mean, std = groups.mean(1, keepdims=True), groups.std(1, ddof=1, keepdims=True)
+  want = np.where(std > 0, (groups - mean) / (std + 1e-4), 0.0).reshape(-1)
   np.testing.assert_allclose(batch.advantages, want, rtol=1e-5, atol=1e-6)
   rows = rewards.reshape(2, 2, 2)  # [question, condition, sample]
   np.testing.assert_allclose(batch.metrics["contrast/gold_kept/reward/mean"], rows[:, 0].mean())
@@ -253,4 +258,13 @@ def test_group_size_must_split_over_the_conditions(tmp_path):
   c = _contrast_config(tmp_path)
   c.stages[0].data.evidence_contrast = "gold_removed_shuffled"
   with pytest.raises(ValueError, match="evidence_contrast.*multiple of 3"):
+    trainer.Trainer(c, model=object(), tokenizer=object())
+
+
+def test_a_baseline_per_condition_needs_two_samples_per_condition(tmp_path):
+  c = _contrast_config(tmp_path)  # G = 4 over 2 conditions: 2 each, enough
+  c.advantage.contrast_baseline = "condition"
+  c.rollout.group_size, c.update_loop.micro_batch_size = 3, 3
+  c.stages[0].data.evidence_contrast = "gold_removed_shuffled"  # 1 sample per condition
+  with pytest.raises(ValueError, match="contrast_baseline='condition'.*1 sample"):
     trainer.Trainer(c, model=object(), tokenizer=object())

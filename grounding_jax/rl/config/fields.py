@@ -241,6 +241,13 @@ ADVANTAGE = (
           "arXiv:2507.15586 §3.3, Eq. 11: 0.1)", lo=0, why="LEAR Eq. 11: 0.1"),
     Field("advantage.eps", 1e-4, float, "added to the std (TRL / ARENA 1e-4; VeRL 1e-6)", lo=0),
     Field("advantage.leave_one_out", False, bool, "RLOO baseline: the mean of the other G − 1"),
+    Field("advantage.contrast_baseline", "shared", str, "with evidence-contrast groups "
+          "(data.evidence_contrast): 'shared' = one baseline (and std) over the question's G "
+          "samples, all conditions; 'condition' = each condition's G/k samples are their own group, "
+          "for rewards whose scale differs by condition (GRACE: up to 6.5 with the gold passage, "
+          "1.5 without; docs/results.md). No effect without contrast groups",
+          choices=advantages.CONTRAST_BASELINES,
+          why="condition: per-condition baselines where the reward's scale differs by condition"),
 )
 
 # Keeping the shared answer-or-abstain choice out of both corners (rl/abstention.py): 'dual' prices
