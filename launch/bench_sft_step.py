@@ -116,10 +116,10 @@ def main(argv):
   c = _demo_sft_config()
   rows = sft_data.load_rows(c.data)
   tok = models.load_tokenizer(c.model.path)
-  data = trainer.tokenize_pairs(tok, sft_data.render(rows, tok),
-                                max_prompt_tokens=c.data.max_prompt_tokens,
-                                max_completion_tokens=c.data.max_completion_tokens,
-                                inserted_spans=[r.inserted_spans for r in rows])
+  data = sft_data.tokenize_pairs(tok, sft_data.render(rows, tok),
+                                 max_prompt_tokens=c.data.max_prompt_tokens,
+                                 max_completion_tokens=c.data.max_completion_tokens,
+                                 inserted_spans=[r.inserted_spans for r in rows])
   runs = {}
   runs["ours, shared prefix"] = run_ours(c, rows, c.shared_prefix_min_tokens)
   runs["ours, whole rows"] = run_ours(c, rows, 0)

@@ -131,7 +131,7 @@ def configure(config, paths, *, split: str, evidence_contrast: str):
 
 def gold_lengths(rows, recipe_name: str, tokenizer) -> dict[str, np.ndarray]:
   """{dataset: [n] tokens} of the recipe's gold completion of each answerable row, its EOS included
-  (what the SFT target holds: sft/trainer.tokenize_pairs)."""
+  (what the SFT target holds: sft/data.tokenize_pairs)."""
   recipe = recipes.get_recipe(recipe_name)
   out = {}
   for ex in rows:

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import pathlib
 from typing import Any, Mapping, Optional, Sequence
 
 import ml_collections
+import numpy as np
 
 from grounding_jax import recipes
+from grounding_jax import sampling
 from grounding_jax.data import jsonl as examples_jsonl
 from grounding_jax.data import splits
 from grounding_jax.data import synthetic
@@ -45,6 +48,8 @@ SOURCES = ("synthetic", "jsonl")  # where data.kind="recipe" reads its Examples
 _MISSING = object()  # a field absent from a row (None is a JSON value: null)
 _ROW_SHAPE = ('each row is {"prompt": str, "target": str} or '
               '{"messages": [{"role": str, "content": str}, ...], "target": str}')
+
+OVERLONG = ("cut", "drop", "error")  # config data.overlong (tokenize_pairs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,3 +234,68 @@ def target_tokens(tokenizer, target: str, spans: Sequence[tuple[int, int]] = ()
       loss += [trains] * len(piece_ids)
     pos = end
   return ids, loss
+
+
+def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_tokens: int,
+                   max_completion_tokens: int,
+                   inserted_spans: Optional[Sequence[Sequence[tuple[int, int]]]] = None,
+                   overlong: str = "cut") -> dict[str, np.ndarray]:
+  """Left-padded prompts [N, Lp] and right-padded completions (+ EOS) [N, Lc] with masks.
+
+  loss_mask [N, Lc] is True at the completion tokens that carry loss: every target token and the
+  EOS, except those of the row's `inserted_spans` ([start, end) characters of its target that a
+  tool wrote; SFTRow.inserted_spans). A target with spans is tokenised piece by piece at their
+  edges, as the rollout tokenises each inserted result alone (sampling/multiturn.py), so no token
+  straddles an edge; the holes stay attended (models/logprobs.completion_logprobs).
+
+  A completion longer than `max_completion_tokens` (EOS included) is, by `overlong` (config
+  data.overlong): "cut" there, losing its EOS, with a warning that counts such rows; "drop"-ped,
+  counted in a warning, so N is the rows kept; "error": ValueError.
+
+  Raises:
+    ValueError: overlong="error" and a completion is too long; "drop" and every one is; an
+      unknown `overlong`.
+  """
+  if overlong not in OVERLONG:
+    raise ValueError(f"overlong={overlong!r}: expected one of {OVERLONG} (config data.overlong)")
+  eos = tokenizer.eos_token_id
+  spans = [()] * len(pairs) if inserted_spans is None else list(inserted_spans)
+  if len(spans) != len(pairs):
+    raise ValueError(f"inserted_spans has {len(spans)} rows for {len(pairs)} pairs")
+  comps = []
+  for (_, target), row_spans in zip(pairs, spans):
+    tokens, loss = target_tokens(tokenizer, target, row_spans)
+    comps.append((tokens + ([eos] if eos is not None else []), loss + [True] * (eos is not None)))
+  over = [i for i, (c, _) in enumerate(comps) if len(c) > max_completion_tokens]
+  if over:
+    longest = max(len(comps[i][0]) for i in over)
+    what = (f"{len(over)} of {len(comps)} SFT targets ({len(over) / len(comps):.1%}) are longer "
+            f"than data.max_completion_tokens={max_completion_tokens} (EOS included; the longest "
+            f"has {longest})")
+    if overlong == "error":
+      raise ValueError(f"{what}; raise data.max_completion_tokens, shorten the targets, or set "
+                       "data.overlong='drop' (leave them out) or 'cut'")
+    if overlong == "drop":
+      if len(over) == len(comps):
+        raise ValueError(f"{what}: data.overlong='drop' leaves no row; raise "
+                         "data.max_completion_tokens or shorten the targets")
+      logging.warning("%s: left out (data.overlong='drop')", what)
+      keep = sorted(set(range(len(comps))) - set(over))
+      pairs, comps = [pairs[i] for i in keep], [comps[i] for i in keep]
+    else:
+      logging.warning("%s: cut there, so they lose their EOS and end (a gold completion its "
+                      "answer) and teach never finishing; data.overlong='drop' leaves them out",
+                      what)
+  prompts = [p for p, _ in pairs]
+  prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, prompts)
+  if prompt_ids.shape[1] > max_prompt_tokens:
+    prompt_ids, prompt_mask = prompt_ids[:, -max_prompt_tokens:], prompt_mask[:, -max_prompt_tokens:]
+  width = min(max(len(c) for c, _ in comps), max_completion_tokens)
+  pad = tokenizer.pad_token_id or 0
+  ids = np.full((len(comps), width), pad, np.int32)
+  mask = np.zeros((len(comps), width), bool)
+  for i, (c, loss) in enumerate(comps):
+    c, loss = c[:width], loss[:width]
+    ids[i, :len(c)] = c
+    mask[i, :len(c)] = loss
+  return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=ids, loss_mask=mask)

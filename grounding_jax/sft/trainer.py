@@ -41,14 +41,13 @@ from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
 from grounding_jax.sft import data as sft_data
 
-OVERLONG = ("cut", "drop", "error")
 # SFT fields declared once (grounding_jax.config_fields); the older ones are checked by hand in
 # SFTTrainer.__init__. `optional`: configs written before a field existed keep its default.
 FIELDS = (
     config_fields.Field(
         "data.overlong", "cut", str, "a target longer than data.max_completion_tokens (its EOS "
         "included): 'cut' there, with a warning that counts them; 'drop' the row, counted; "
-        "'error'", choices=OVERLONG, optional=True,
+        "'error'", choices=sft_data.OVERLONG, optional=True,
         why="a cut target loses its EOS and its end, a gold completion its answer: it teaches "
         "never finishing"),
 )
@@ -122,71 +121,6 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
-def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_tokens: int,
-                   max_completion_tokens: int,
-                   inserted_spans: Optional[Sequence[Sequence[tuple[int, int]]]] = None,
-                   overlong: str = "cut") -> dict[str, np.ndarray]:
-  """Left-padded prompts [N, Lp] and right-padded completions (+ EOS) [N, Lc] with masks.
-
-  loss_mask [N, Lc] is True at the completion tokens that carry loss: every target token and the
-  EOS, except those of the row's `inserted_spans` ([start, end) characters of its target that a
-  tool wrote; SFTRow.inserted_spans). A target with spans is tokenised piece by piece at their
-  edges, as the rollout tokenises each inserted result alone (sampling/multiturn.py), so no token
-  straddles an edge; the holes stay attended (models/logprobs.completion_logprobs).
-
-  A completion longer than `max_completion_tokens` (EOS included) is, by `overlong` (config
-  data.overlong): "cut" there, losing its EOS, with a warning that counts such rows; "drop"-ped,
-  counted in a warning, so N is the rows kept; "error": ValueError.
-
-  Raises:
-    ValueError: overlong="error" and a completion is too long; "drop" and every one is; an
-      unknown `overlong`.
-  """
-  if overlong not in OVERLONG:
-    raise ValueError(f"overlong={overlong!r}: expected one of {OVERLONG} (config data.overlong)")
-  eos = tokenizer.eos_token_id
-  spans = [()] * len(pairs) if inserted_spans is None else list(inserted_spans)
-  if len(spans) != len(pairs):
-    raise ValueError(f"inserted_spans has {len(spans)} rows for {len(pairs)} pairs")
-  comps = []
-  for (_, target), row_spans in zip(pairs, spans):
-    tokens, loss = sft_data.target_tokens(tokenizer, target, row_spans)
-    comps.append((tokens + ([eos] if eos is not None else []), loss + [True] * (eos is not None)))
-  over = [i for i, (c, _) in enumerate(comps) if len(c) > max_completion_tokens]
-  if over:
-    longest = max(len(comps[i][0]) for i in over)
-    what = (f"{len(over)} of {len(comps)} SFT targets ({len(over) / len(comps):.1%}) are longer "
-            f"than data.max_completion_tokens={max_completion_tokens} (EOS included; the longest "
-            f"has {longest})")
-    if overlong == "error":
-      raise ValueError(f"{what}; raise data.max_completion_tokens, shorten the targets, or set "
-                       "data.overlong='drop' (leave them out) or 'cut'")
-    if overlong == "drop":
-      if len(over) == len(comps):
-        raise ValueError(f"{what}: data.overlong='drop' leaves no row; raise "
-                         "data.max_completion_tokens or shorten the targets")
-      logging.warning("%s: left out (data.overlong='drop')", what)
-      keep = sorted(set(range(len(comps))) - set(over))
-      pairs, comps = [pairs[i] for i in keep], [comps[i] for i in keep]
-    else:
-      logging.warning("%s: cut there, so they lose their EOS and end (a gold completion its "
-                      "answer) and teach never finishing; data.overlong='drop' leaves them out",
-                      what)
-  prompts = [p for p, _ in pairs]
-  prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, prompts)
-  if prompt_ids.shape[1] > max_prompt_tokens:
-    prompt_ids, prompt_mask = prompt_ids[:, -max_prompt_tokens:], prompt_mask[:, -max_prompt_tokens:]
-  width = min(max(len(c) for c, _ in comps), max_completion_tokens)
-  pad = tokenizer.pad_token_id or 0
-  ids = np.full((len(comps), width), pad, np.int32)
-  mask = np.zeros((len(comps), width), bool)
-  for i, (c, loss) in enumerate(comps):
-    c, loss = c[:width], loss[:width]
-    ids[i, :len(c)] = c
-    mask[i, :len(c)] = loss
-  return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=ids, loss_mask=mask)
-
-
 def attended_lengths(loss_mask: np.ndarray) -> np.ndarray:
   """int [N]: each row's completion tokens up to its last loss token, the ones a forward pass runs
   (completion_logprobs attends a hole in the loss mask and drops what follows the last token)."""
@@ -205,17 +139,17 @@ def nll_sum(model, batch: dict, chunk_size: int) -> tuple[jax.Array, jax.Array]:
 
 
 def _prompt_tokens(data: dict[str, np.ndarray], r: int) -> np.ndarray:
-  """Row r's prompt tokens in `tokenize_pairs` output, without its left padding."""
+  """Row r's prompt tokens in `sft_data.tokenize_pairs` output, without its left padding."""
   return data["prompt_ids"][r, data["prompt_ids"].shape[1] - int(data["prompt_mask"][r].sum()):]
 
 
 def shared_prefix_length(data: dict[str, np.ndarray]) -> int:
-  """Tokens that every row's (left-padded) prompt in `tokenize_pairs` output begins with."""
+  """Tokens that every row's (left-padded) prompt in `sft_data.tokenize_pairs` output begins with."""
   return sampling.common_prefix_length(data["prompt_ids"], data["prompt_mask"])
 
 
 def packing_pays(model_config, data: dict[str, np.ndarray], prefix_len: int, rows: int) -> bool:
-  """Whether `rows` rows of `tokenize_pairs` output cost fewer FLOPs as a `pack_micro_batches`
+  """Whether `rows` rows of `sft_data.tokenize_pairs` output cost fewer FLOPs as a `pack_micro_batches`
   micro-batch (the prefix once, the rows' other tokens in one packed row of their mean total
   length) than whole (each padded to the set's longest prompt and completion).
 
@@ -239,7 +173,7 @@ def packing_pays(model_config, data: dict[str, np.ndarray], prefix_len: int, row
 def pack_micro_batches(data: dict[str, np.ndarray], idx: np.ndarray, micro_batch_size: int,
                        prefix_len: int, *, width_multiple: int = 64, targets_width: int = 0
                        ) -> dict[str, np.ndarray]:
-  """Rows `idx` of `tokenize_pairs` output as shared-prefix micro-batches [num_micro, 1, ...].
+  """Rows `idx` of `sft_data.tokenize_pairs` output as shared-prefix micro-batches [num_micro, 1, ...].
 
   Every row's prompt begins with the same `prefix_len` (≥ 1) tokens (`shared_prefix_length`): each
   micro-batch holds that prefix once ("prefix_ids") and its rows' remaining prompt tokens and
@@ -365,10 +299,10 @@ class SFTTrainer:
                             enable_thinking=config.data.enable_thinking)
     # Tokenised before the model loads: an overlong target under data.overlong='error' (or too few
     # left by 'drop') stops the run early.
-    self.data = tokenize_pairs(tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
-                               max_completion_tokens=config.data.max_completion_tokens,
-                               inserted_spans=[r.inserted_spans for r in rows],
-                               overlong=config.data.get("overlong", "cut"))
+    self.data = sft_data.tokenize_pairs(
+        tokenizer, pairs, max_prompt_tokens=config.data.max_prompt_tokens,
+        max_completion_tokens=config.data.max_completion_tokens,
+        inserted_spans=[r.inserted_spans for r in rows], overlong=config.data.get("overlong", "cut"))
     if len(self.data["completion_ids"]) < config.batch_size:
       raise ValueError(f"{len(self.data['completion_ids'])} SFT rows fit "
                        f"data.max_completion_tokens={config.data.max_completion_tokens} "

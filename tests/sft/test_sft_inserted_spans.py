@@ -55,9 +55,9 @@ def model(tiny_checkpoint):
 def test_inserted_tokens_leave_the_loss_mask_and_the_rest_is_unchanged():
   tok = toy_task.make_tokenizer()
   pairs = [(r.prompt, r.target) for r in _rows()]
-  data = sft.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=16,
+  data = sft_data.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=16,
                             inserted_spans=[r.inserted_spans for r in _rows()])
-  before = sft.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=16)
+  before = sft_data.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=16)
   for k in ("prompt_ids", "prompt_mask", "completion_ids"):  # word-level: the same tokens
     np.testing.assert_array_equal(data[k], before[k])
   words = lambda r, m: tok.decode(data["completion_ids"][r][m[r]], skip_special_tokens=True)
@@ -131,7 +131,7 @@ def test_search_gold_traces_mask_the_results_other_recipes_none(smollm2_dir):
                      seed=1))
   rows = sft_data.load_rows(c.data)
   fmt = get_recipe("search_grounded").tool_format
-  data = sft.tokenize_pairs(tok, sft_data.render(rows, tok), max_prompt_tokens=1024,
+  data = sft_data.tokenize_pairs(tok, sft_data.render(rows, tok), max_prompt_tokens=1024,
                             max_completion_tokens=1024, inserted_spans=[r.inserted_spans for r in rows])
   for r, row in enumerate(rows):
     assert row.inserted_spans and row.inserted_spans == tuple(fmt.inserted_spans(row.target))

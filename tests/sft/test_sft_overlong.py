@@ -22,7 +22,7 @@ PAIRS = [(f"w{10 + i} w11", " ".join(f"w{20 + k}" for k in range(n))) for i, n i
 
 
 def _tokenize(overlong, limit=6, pairs=PAIRS):
-  return sft.tokenize_pairs(toy_task.make_tokenizer(), pairs, max_prompt_tokens=8,
+  return sft_data.tokenize_pairs(toy_task.make_tokenizer(), pairs, max_prompt_tokens=8,
                             max_completion_tokens=limit, overlong=overlong)
 
 

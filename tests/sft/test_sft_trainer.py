@@ -27,7 +27,7 @@ def _pairs(n=16):
 def test_loss_is_completion_only_nll(tiny_checkpoint):
   model = models.load_pretrained(tiny_checkpoint("llama"))
   tok = toy_task.make_tokenizer()
-  data = sft.tokenize_pairs(tok, _pairs(4), max_prompt_tokens=16, max_completion_tokens=8)
+  data = sft_data.tokenize_pairs(tok, _pairs(4), max_prompt_tokens=16, max_completion_tokens=8)
   s, n = sft.nll_sum(model, {k: jnp.asarray(v) for k, v in data.items()}, chunk_size=40)
   ids = np.concatenate([data["prompt_ids"], data["completion_ids"]], 1)
   mask = np.concatenate([data["prompt_mask"], data["loss_mask"]], 1)
@@ -94,7 +94,7 @@ def _prefixed_pairs(n=8):
 
 def test_shared_prefix_length():
   tok = toy_task.make_tokenizer()
-  data = lambda pairs: sft.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=8)
+  data = lambda pairs: sft_data.tokenize_pairs(tok, pairs, max_prompt_tokens=16, max_completion_tokens=8)
   assert sft.shared_prefix_length(data(_prefixed_pairs())) == 5
   assert sft.shared_prefix_length(data([("w9 w10 w11", "w5"), ("w9 w10", "w6")])) == 2
   assert sft.shared_prefix_length(data([("w9 w10", "w5"), ("w10 w10", "w6")])) == 0
@@ -103,7 +103,7 @@ def test_shared_prefix_length():
 def test_packed_loss_and_gradient_equal_whole_rows(tiny_checkpoint):
   """Each micro-batch's prefix run once, the rows packed after it: the same loss and gradient."""
   model = models.load_pretrained(tiny_checkpoint("llama"))
-  data = sft.tokenize_pairs(toy_task.make_tokenizer(), _prefixed_pairs(), max_prompt_tokens=16,
+  data = sft_data.tokenize_pairs(toy_task.make_tokenizer(), _prefixed_pairs(), max_prompt_tokens=16,
                             max_completion_tokens=8)
   idx = np.array([3, 0, 5, 7, 1, 2, 6, 4])  # row 0 and row 5 are the head alone
   packed = sft.pack_micro_batches(data, idx, 4, sft.shared_prefix_length(data), width_multiple=8)
