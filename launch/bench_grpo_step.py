@@ -96,6 +96,9 @@ _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the ba
                            "(gradient checkpointing), on both sides.")
 _ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: model.attention (models/attention.py: "
                                  "auto, xla or cudnn), to compare kernels on one device.")
+_FUSE = flags.DEFINE_enum("fuse_projections", "auto", ["auto", "on", "off"], "Ours: "
+                          "rollout.fuse_projections (the sampler's q/k/v and gate/up weights "
+                          "concatenated; 'auto' = on a GPU).")
 _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
                            "Compute dtype on both sides: ours model.compute_dtype (float32 master "
                            "weights), TRL bf16=True (autocast; float32 master weights).")
@@ -137,6 +140,7 @@ def _config(model_dir, workdir: str, num_steps: int):
   c.workdir = workdir
   c.model.path = "" if _MODEL_SHAPE.value else str(model_dir)  # a shape: the model is passed in
   c.model.attention = _ATTENTION.value
+  c.rollout.fuse_projections = _FUSE.value
   if _PROFILE_DIR.value:
     c.perf.profile_dir, c.perf.profile_step = _PROFILE_DIR.value, _PROFILE_STEP.value
   c.mesh.fsdp = 1

@@ -23,7 +23,8 @@ stage that fails or times out leaves its row empty, never the whole table. The s
   sampler_fused, sampler_unfused   (not by default) ours again with each layer's q/k/v weights
                 concatenated into one and gate/up into one (--fuse_projections=on), or kept
                 separate (=off); sampler_ours takes config rollout.fuse_projections' default,
-                'auto' (fused on a GPU: XLA merges the separate ones inside each decode GEMM)
+                'auto' (fused on a GPU: XLA merges the separate ones inside each decode GEMM);
+  grpo_unfused  (not by default) grpo_ours with the sampler's weights separate
 The default timeouts sum to 8 minutes; on an H100 / H200 the 1.5 B shape takes ~6.
 """
 
@@ -86,7 +87,8 @@ def stage_commands() -> dict[str, list[str]]:
           "grpo_xla": grpo + ["--trl=false", "--attention=xla"],
           "sampler_cublas": sampler + ["--hf=false"], "grpo_cublas": grpo + ["--trl=false"],
           "sampler_fused": sampler + ["--hf=false", "--fuse_projections=on"],
-          "sampler_unfused": sampler + ["--hf=false", "--fuse_projections=off"]}
+          "sampler_unfused": sampler + ["--hf=false", "--fuse_projections=off"],
+          "grpo_unfused": grpo + ["--trl=false", "--fuse_projections=off"]}
 
 
 # Stages that run with more XLA flags (appended to the caller's XLA_FLAGS).

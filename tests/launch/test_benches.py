@@ -48,7 +48,8 @@ def test_grpo_bench_at_the_tiny_shape_prints_update_mfu_traces_a_step_and_times_
   out, results = _run("bench_grpo_step.py", "--recipe=grace", "--model_shape=tiny",
                       f"--tokenizer_dir={tiny_smollm2_dir}", "--prompts=2", "--group_size=2",
                       "--max_new_tokens=4", "--micro_batch_size=2", "--steps=2", "--trl=false",
-                      "--resume=true", f"--profile_dir={tmp_path / 'prof'}", "--attention=xla")
+                      "--resume=true", f"--profile_dir={tmp_path / 'prof'}", "--attention=xla",
+                      "--fuse_projections=on")  # the trainer samples with fused weights
   # the resumed run: a new process restores the checkpoint and runs step 3 (the target's figure)
   assert "resumed run (new process, filled compilation cache): step 3 starts" in out, out[-3000:]
   assert "ceilings (cpu, measured now)" in out
@@ -170,3 +171,4 @@ def test_suite_fused_stage_runs_our_sampler_with_fused_projections():
   fused, ours = commands["sampler_fused"], commands["sampler_ours"]
   assert fused[1].endswith("bench_sampler.py") and fused == ours + ["--fuse_projections=on"]
   assert commands["sampler_unfused"] == ours + ["--fuse_projections=off"]
+  assert commands["grpo_unfused"] == commands["grpo_ours"] + ["--fuse_projections=off"]
