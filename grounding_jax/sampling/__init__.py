@@ -14,6 +14,6 @@ from grounding_jax.sampling.prompts import (bucket_length, common_prefix_length,
                                             tokenize_prompts)
 from grounding_jax.sampling.selection import select_tokens
 
-__all__ = ["Generation", "bucket_length", "common_prefix_length", "default_eos_ids", "drain_stats", "fuse_projections_enabled",
-           "generate", "generate_ids", "last_stats",
+__all__ = ["Generation", "bucket_length", "common_prefix_length", "default_eos_ids", "drain_stats",
+           "fuse_projections_enabled", "generate", "generate_ids", "last_stats",
            "left_pad", "release_kv_cache", "select_tokens", "tokenize_prompts", "trace_counts"]

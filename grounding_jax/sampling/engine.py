@@ -65,6 +65,9 @@ def _constrain_cache(cache):
   return jax.tree.map(lambda x: with_logical_constraint(x, _CACHE_AXES), cache)
 
 
+FUSE_MODES = ("auto", "on", "off")  # config rollout.fuse_projections
+
+
 def fuse_projections_enabled(mode: str | bool) -> bool:
   """Whether the sampler fuses projections under config rollout.fuse_projections = `mode`: 'on',
   'off', or 'auto' = on a GPU only, where XLA otherwise concatenates the q/k/v (and gate/up)
@@ -72,7 +75,7 @@ def fuse_projections_enabled(mode: str | bool) -> bool:
   A bool passes through."""
   if isinstance(mode, bool):
     return mode
-  if mode not in ("auto", "on", "off"):
+  if mode not in FUSE_MODES:
     raise ValueError(f"fuse_projections={mode!r}: expected 'auto', 'on' or 'off'")
   return mode == "on" or (mode == "auto" and jax.default_backend() == "gpu")
 

@@ -48,7 +48,6 @@ SOURCES = ("synthetic", "jsonl")  # where data.kind="recipe" reads its Examples
 _MISSING = object()  # a field absent from a row (None is a JSON value: null)
 _ROW_SHAPE = ('each row is {"prompt": str, "target": str} or '
               '{"messages": [{"role": str, "content": str}, ...], "target": str}')
-
 OVERLONG = ("cut", "drop", "error")  # config data.overlong (tokenize_pairs)
 
 

@@ -33,13 +33,13 @@ from grounding_jax.rl import advantages
 from grounding_jax.rl import data_stream
 from grounding_jax.rl import losses
 from grounding_jax.rl import reward_pool
+from grounding_jax.sampling import engine
 from grounding_jax.sampling import rollout as rollout_lib
 
 # Allowed values of the enums that only the trainer reads, in one place.
 MODEL_DTYPES = tuple(models.DTYPES)
 OLD_LOGPROBS = ("recompute", "sampler")
 GPU_GEMMS = ("cublas", "xla")
-FUSE_PROJECTIONS = ("auto", "on", "off")
 DATA_KINDS = ("synthetic", "jsonl")
 COMPILE_AHEAD = ("none", "widest", "all")
 REMAT_POLICIES = tuple(sorted(transformer._REMAT_POLICIES))  # pylint: disable=protected-access
@@ -188,7 +188,7 @@ ROLLOUT = (
           "once per call (sampling.generate_ids): the same dot products, equal up to float "
           "rounding. 'auto' = on a GPU (an H200: decode 7 % faster, its compile 4 s shorter; "
           "docs/benchmarks.md), off elsewhere (unmeasured on TPU; slower for tiny CPU models) | "
-          "'on' | 'off'", choices=FUSE_PROJECTIONS),
+          "'on' | 'off'", choices=engine.FUSE_MODES),
     Field("rollout.options", {}, dict, "the recipe's rollout options (Recipe.rollout), e.g. LEAR's",
           why="the recipe's rollout options"),
 )
