@@ -53,8 +53,10 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
                              need_model_path=need_model_path)
   problems = []
   for i, st in enumerate(c.stages):  # what the update builds from each stage's view
+    view, per_prompt = stage_config(c, st), None
     try:
-      update_lib.settings_from_config(stage_config(c, st), samples_per_prompt(c, st))
+      per_prompt = samples_per_prompt(c, st)
+      update_lib.settings_from_config(view, per_prompt)
     except ValueError as e:
       problems.append(f"config.stages[{i}] ({st.name}): {e}")
     searches = getattr(recipes.get_recipe(st.recipe), "tool_format", None) is not None
@@ -64,12 +66,10 @@ def check_config(c: ml_collections.ConfigDict, *, read_data: bool = True,
                       f"and rollout.max_turns={c.rollout.max_turns} runs no search, so the gold_kept "
                       "and gold_removed prompts are the same; set rollout.max_turns > 1 and "
                       "search.retriever")
-    view, conditions = stage_config(c, st), evidence_conditions(st)
-    per_condition = view.rollout.group_size // max(len(conditions), 1)
-    if (conditions and view.advantage.contrast_baseline == "condition"
-        and view.advantage.std_ddof == 1 and per_condition < 2):
+    if (evidence_conditions(st) and view.advantage.contrast_baseline == "condition"
+        and view.advantage.std_ddof == 1 and per_prompt is not None and per_prompt < 2):
       problems.append(f"config.advantage.contrast_baseline='condition' with stage {st.name!r}'s "
-                      f"{per_condition} sample(s) per condition: each condition's group needs >= 2 "
+                      f"{per_prompt} sample(s) per condition: each condition's group needs >= 2 "
                       "samples for advantage.std_ddof=1; raise rollout.group_size")
     if c.abstention.control and not recipes.get_recipe(st.recipe).abstention_component:
       problems.append(f"config.abstention.control={c.abstention.control!r}: stage {st.name!r}'s "
