@@ -29,7 +29,10 @@ verifier, abstaining with \boxed{I don't know}); its :runlocal sizes hold, excep
 reach 1,280 tokens and completions 208 (MAX_NEW_TOKENS: SFT, GRPO sampling and evaluation), and
 that the SFT warm-up leaves out the few gold completions longer than that (SFT data.overlong="drop")
 instead of cutting them. --gold_lengths prints the gold completions' token lengths against that
-limit and exits, before any model loads. The flags of launch/learning_check.py apply (--config,
+limit and exits, before any model loads. --reward_f1_threshold=t makes the reward (not the evaluation) count an answer right when its SQuAD
+token F1 with a gold alias is ≥ t (a 135M model's answers are often partly right: dev2's SFT model,
+F1 21.7 against EM 16.7), and --abstain_reward_answerable prices abstaining where the gold passages
+are kept (the demo's −0.5). The flags of launch/learning_check.py apply (--config,
 --workdir, --split, --sft_steps, --steps, --output_dir, --bootstrap_resamples), with defaults of 24
 SFT and 12 GRPO steps.
 """
@@ -41,6 +44,7 @@ import pathlib
 import shlex
 import sys
 
+import ml_collections
 import numpy as np
 from absl import app
 from absl import flags
@@ -69,6 +73,13 @@ _CONTRAST = flags.DEFINE_enum("evidence_contrast", "gold_removed", ["", "gold_re
                               "The GRPO stage's data.evidence_contrast ('' = each prompt its own "
                               "group, the twins mixed in).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seeds the splits and the contexts.")
+_REWARD_F1 = flags.DEFINE_float("reward_f1_threshold", 0.0, "0 = the reward's own judge (the config's: "
+                                "exact match under :runlocal); t in (0, 1] = the reward counts an "
+                                "answer right when its SQuAD token F1 with a gold alias is >= t "
+                                "(judge kind token_f1). Evaluation keeps the config's judge.")
+_ABSTAIN_ANSWERABLE = flags.DEFINE_float("abstain_reward_answerable", None, "The reward for "
+                                         "abstaining where the gold passages are kept (TruthRL's "
+                                         "abstain_reward_answerable; unset = the config's).")
 _GOLD_LENGTHS = flags.DEFINE_bool("gold_lengths", False, "Print the recipe's gold completions' "
                                   "token lengths per dataset against MAX_NEW_TOKENS and exit (no "
                                   "model loads).")
@@ -114,9 +125,23 @@ def write_parts(parts, out: pathlib.Path) -> dict[str, str]:
   return paths
 
 
-def configure(config, paths, *, split: str, evidence_contrast: str):
-  """The recipe config pointed at the real parts: GRPO on `grpo`, evaluation on test or dev."""
+def configure(config, paths, *, split: str, evidence_contrast: str, reward_f1_threshold: float = 0.0,
+              abstain_reward_answerable: float | None = None):
+  """The recipe config pointed at the real parts: GRPO on `grpo`, evaluation on test or dev; with
+  `reward_f1_threshold` > 0 the first reward's judge is token F1 >= it (a new ConfigDict, so the
+  evaluation's judge, which the recipe config may alias, stays), with `abstain_reward_answerable`
+  that reward option set. Raises ValueError when the first reward has no such option."""
+  options = config.reward.functions[0].options
+  for name, used in (("judge", bool(reward_f1_threshold)),
+                     ("abstain_reward", abstain_reward_answerable is not None)):
+    if used and name not in options:
+      raise ValueError(f"--reward_f1_threshold / --abstain_reward_answerable set the reward option "
+                       f"{name!r}, which reward {config.reward.functions[0].name!r} does not have")
   with config.unlocked():
+    if reward_f1_threshold:
+      options.judge = ml_collections.ConfigDict(dict(kind="token_f1", threshold=reward_f1_threshold))
+    if abstain_reward_answerable is not None:
+      options.abstain_reward_answerable = abstain_reward_answerable
     st = config.stages[0]
     st.data.update(dict(kind="jsonl", path=paths["grpo"], evidence_contrast=evidence_contrast))
     config.evals.data.update(dict(kind="jsonl", path=paths["test" if split == "heldout" else "dev"]))
@@ -160,7 +185,9 @@ def main(argv):
   paths = write_parts(parts, out)
   try:  # bad input: one line, before any model loads
     config = learning_check.prepare_config(FLAGS.config, workdir=str(out), steps=FLAGS.steps)
-    configure(config, paths, split=FLAGS.split, evidence_contrast=_CONTRAST.value)
+    configure(config, paths, split=FLAGS.split, evidence_contrast=_CONTRAST.value,
+              reward_f1_threshold=_REWARD_F1.value,
+              abstain_reward_answerable=_ABSTAIN_ANSWERABLE.value)
     learning_check.check_inputs(config, "heldout", None, FLAGS.sft_steps, paths["sft"],
                                 dict(overlong=SFT_OVERLONG))
   except (ValueError, FileNotFoundError) as e:

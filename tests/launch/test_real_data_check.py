@@ -78,3 +78,31 @@ def test_gold_completions_fit_the_token_limit(smollm2_dir):
   table = real_data_check.length_table(lengths, limit)
   assert table.splitlines()[0] == f"| dataset | n | median | p90 | p95 | max | ≤ {limit} |"
   assert table.splitlines()[-1].startswith("| all | 453 |")
+
+
+
+def test_graded_reward_judge_leaves_the_evaluation_judge_and_scores_a_partial_answer(tmp_path):
+  from grounding_jax import text  # pylint: disable=g-import-not-at-top
+  from grounding_jax.eval import from_config  # pylint: disable=g-import-not-at-top
+  paths = real_data_check.write_parts(
+      real_data_check.build_parts(real_contexts.DEFAULT_DIR, test_questions=1, dev_questions=1),
+      tmp_path)
+  c = _truthrl_runlocal(tmp_path, tmp_path / "run")
+  real_data_check.configure(c, paths, split="dev", evidence_contrast="gold_removed",
+                            reward_f1_threshold=0.5, abstain_reward_answerable=-0.5)
+  options = c.reward.functions[0].options
+  assert (options.judge.kind, options.judge.threshold) == ("token_f1", 0.5)
+  assert c.evals.judges.judge.kind == "exact_match"      # the tables stay exact match, as dev2's
+  (_, _, reward), = from_config.reward_functions(c)     # the reward the trainer builds
+  ex = next(e for e in jsonl.read_examples(paths["dev"]) if e.answerable)
+  gold = ex.answers[0]
+  partial = f"{gold} and more"                          # F1 >= 0.5, not an exact match
+  scores = reward.score([f"\\boxed{{{gold}}}", f"\\boxed{{{partial}}}", "\\boxed{I don't know}",
+                         "\\boxed{zzz qqq}"], [ex] * 4)["reward"]
+  assert text.token_f1(partial, ex.answers) >= 0.5 > text.exact_match(partial, ex.answers)
+  np.testing.assert_allclose(scores, [1.0, 1.0, -0.5, -1.0])
+  c2 = _truthrl_runlocal(tmp_path, tmp_path / "run2")
+  with c2.unlocked():
+    c2.reward.functions[0].options = dict(x=1)
+  with np.testing.assert_raises_regex(ValueError, "does not have"):
+    real_data_check.configure(c2, paths, split="dev", evidence_contrast="", reward_f1_threshold=0.5)
