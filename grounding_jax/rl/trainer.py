@@ -65,7 +65,8 @@ class Trainer:
     self.model, self.tokenizer = setup.load_policy(config, self.mesh, model, tokenizer)
     self.graphdef, self.params, self.rest = update_lib.split_model(self.model)
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
-                                                 max_to_keep=config.checkpoint.max_to_keep)
+                                                 max_to_keep=config.checkpoint.max_to_keep,
+                                                 compress=config.checkpoint.compress)
     self.history: list[dict] = []
     self.perf = step_perf.StepPerf(self.model.config, self.mesh) if config.perf.metrics else None
     self.run = stages_lib.Run(self.tokenizer, self.graphdef, self.mesh, self.hosts, self.perf,

@@ -120,7 +120,8 @@ class Validator:
     self.metric, self.mode = config.checkpoint.best_metric, config.checkpoint.best_mode
     self.best_value: Optional[float] = None
     self.best_step: Optional[int] = None
-    self._best = (checkpoints.Checkpointer(f"{config.workdir}/{BEST_DIR}", max_to_keep=1)
+    self._best = (checkpoints.Checkpointer(f"{config.workdir}/{BEST_DIR}", max_to_keep=1,
+                                           compress=config.checkpoint.compress)
                   if self.metric else None)
 
   def resume(self, meta: Mapping[str, Any]) -> None:

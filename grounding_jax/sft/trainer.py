@@ -114,7 +114,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.optimizer.warmup_ratio = 0.1
   # An SFT step is one optimizer update (batch_size sequences), so warm-up and decay count updates
   # whichever optimizer.schedule_unit is set.
-  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=100, max_to_keep=2, resume=True))
+  c.checkpoint = ml_collections.ConfigDict(dict(every_steps=100, max_to_keep=2, resume=True,
+                                                compress=False))  # as rl's checkpoint.compress
   c.logging = ml_collections.ConfigDict(dict(console=True))  # tqdm bar on the console
   c.export_hf = True              # launch/sft.py writes <workdir>/hf at the end (config.model.path of
                                   # launch/train.py); launch/export_hf.py exports any step on request
@@ -330,7 +331,8 @@ class SFTTrainer:
     # Under LoRA the trained params are the adapters; the base weights sit frozen in `rest`.
     self.graphdef, self.params, self.rest = lora.split(model)
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
-                                                 max_to_keep=config.checkpoint.max_to_keep)
+                                                 max_to_keep=config.checkpoint.max_to_keep,
+                                                 compress=config.checkpoint.compress)
 
   def train(self, max_steps: Optional[int] = None) -> list[dict]:
     """Runs (or resumes) num_epochs over the rows (seeded shuffle per epoch); returns this call's

@@ -57,6 +57,31 @@ def test_abstract_target_without_sharding_restores_uncommitted_like_a_fresh_stat
              for x in jax.tree.leaves(restored["opt_state"]) + jax.tree.leaves(restored["params"]))
   ck.close()
 
+def test_compressed_and_plain_checkpoints_restore_under_either_setting(tmp_path):
+  """compress=False (the default) writes the arrays as they are; orbax's zstd (compress=True)
+  shrinks a zero state to almost nothing. Each kind restores bit-exact under either setting, so
+  checkpoints written before the default changed still resume."""
+  zeros = {"params": {"w": jnp.zeros((256, 256)), "b": jnp.arange(8.0)},
+           "rng": np.asarray(jax.random.key_data(jax.random.key(0)))}
+  sizes = {}
+  for compress in (False, True):
+    ck = checkpoints.Checkpointer(tmp_path / str(compress), compress=compress)
+    ck.save(1, zeros)
+    ck.save(2, _state(3))
+    ck.close()
+    sizes[compress] = sum(p.stat().st_size for p in (tmp_path / str(compress) / "1" / "arrays")
+                          .rglob("*") if p.is_file())
+  assert sizes[False] > 256 * 256 * 4 > 20 * sizes[True]
+  for written in (False, True):
+    for reading in (False, True):
+      ck = checkpoints.Checkpointer(tmp_path / str(written), compress=reading)
+      for step, want in ((1, zeros), (2, _state(3))):
+        got, _ = ck.restore(jax.tree.map(jnp.zeros_like, want) if step == 1 else _state(0), step)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+          np.testing.assert_array_equal(a, b)
+      ck.close()
+
+
 def test_missing_and_corrupt(tmp_path):
   ck = checkpoints.Checkpointer(tmp_path / "ck")
   with pytest.raises(FileNotFoundError, match="no checkpoint"):

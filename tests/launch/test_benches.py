@@ -172,3 +172,11 @@ def test_suite_fused_stage_runs_our_sampler_with_fused_projections():
   assert fused[1].endswith("bench_sampler.py") and fused == ours + ["--fuse_projections=on"]
   assert commands["sampler_unfused"] == ours + ["--fuse_projections=off"]
   assert commands["grpo_unfused"] == commands["grpo_ours"] + ["--fuse_projections=off"]
+
+
+def test_checkpoint_bench_times_plain_and_zstd_checkpoints_of_the_same_state():
+  out, (result,) = _run("bench_checkpoint.py", "--model_shape=tiny", "--reps=1")
+  assert "| ours (compress=False) |" in out and "| orbax default (zstd) |" in out
+  assert result["ours"]["disk_bytes"] > result["orbax_zstd"]["disk_bytes"]   # zstd saves bytes
+  assert result["ours"]["disk_bytes"] >= 0.9 * result["state_bytes"]
+  assert result["save_ratio"] > 0 and result["restore_ratio"] > 0
