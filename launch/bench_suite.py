@@ -25,6 +25,11 @@ stage that fails or times out leaves its row empty, never the whole table. The s
                 separate (=off); sampler_ours takes config rollout.fuse_projections' default,
                 'auto' (fused on a GPU: XLA merges the separate ones inside each decode GEMM);
   grpo_unfused  (not by default) grpo_ours with the sampler's weights separate
+  grpo_resume   (not by default) 2 steps of grpo_ours, then a new process resumes from the last
+                checkpoint with the filled compile cache: its "resumed run" log line is the time
+                to the resumed step (target <= 10 s)
+  checkpoint    (not by default) launch/bench_checkpoint.py at the shape: save and restore of its
+                float32 weights and Adam moments, plain (ours) vs zstd (orbax's default)
 The default timeouts sum to 8 minutes; on an H100 / H200 the 1.5 B shape takes ~6.
 """
 
@@ -88,7 +93,11 @@ def stage_commands() -> dict[str, list[str]]:
           "sampler_cublas": sampler + ["--hf=false"], "grpo_cublas": grpo + ["--trl=false"],
           "sampler_fused": sampler + ["--hf=false", "--fuse_projections=on"],
           "sampler_unfused": sampler + ["--hf=false", "--fuse_projections=off"],
-          "grpo_unfused": grpo + ["--trl=false", "--fuse_projections=off"]}
+          "grpo_unfused": grpo + ["--trl=false", "--fuse_projections=off"],
+          "grpo_resume": [a for a in grpo if a not in ("--steps=4", "--resume=false")]
+                         + ["--trl=false", "--steps=2", "--resume=true"],
+          "checkpoint": [sys.executable, str(ROOT / "launch" / "bench_checkpoint.py"),
+                         f"--model_shape={_SHAPE.value}", "--reps=1"]}
 
 
 # Stages that run with more XLA flags (appended to the caller's XLA_FLAGS).

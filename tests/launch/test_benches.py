@@ -172,6 +172,11 @@ def test_suite_fused_stage_runs_our_sampler_with_fused_projections():
   assert fused[1].endswith("bench_sampler.py") and fused == ours + ["--fuse_projections=on"]
   assert commands["sampler_unfused"] == ours + ["--fuse_projections=off"]
   assert commands["grpo_unfused"] == commands["grpo_ours"] + ["--fuse_projections=off"]
+  resume = commands["grpo_resume"]
+  assert resume[-3:] == ["--trl=false", "--steps=2", "--resume=true"]
+  assert "--steps=4" not in resume and "--resume=false" not in resume
+  assert commands["checkpoint"][1].endswith("bench_checkpoint.py")
+  assert "--model_shape=qwen2.5-1.5b" in commands["checkpoint"]
 
 
 def test_checkpoint_bench_times_plain_and_zstd_checkpoints_of_the_same_state():
