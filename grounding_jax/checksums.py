@@ -1,5 +1,6 @@
 """Checksums of arrays, computed where they live: what checkpoints/ writes beside every saved
-array and verifies on restore (zstd frames carry no checksum, so flipped bytes would restore silently).
+array and verifies on restore (neither plain arrays nor zstd frames carry a checksum, so flipped bytes
+would restore silently).
 
     sums, finite = checksums({"000000": params_w, ...})   # {name: 16 hex digits}, {name: all finite}
 
