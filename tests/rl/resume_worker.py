@@ -36,7 +36,7 @@ def arm(phase: str, step: int) -> None:
     if at == step and phase == "before_save":
       die()
     if at == step and phase == "in_save":
-      ocp.StandardCheckpointHandler.finalize = die  # arrays written; the step is not finalized
+      ocp.PyTreeCheckpointHandler.finalize = die  # arrays written; the step is not finalized
     save(self, at, state, meta)
     if at == step and phase == "after_save":
       die()
