@@ -19,7 +19,8 @@ What can go wrong, and what happens:
     checkpoints, so rotation (`max_to_keep`) only ever drops older finite checkpoints for a newer
     finite one;
   - bytes changed on disk (neither the plain arrays, checkpoint.compress=False, nor zstd frames
-    carry a checksum: 64 flipped bytes restore as different numbers without error) or an incomplete array file: `restore` raises CheckpointError in one line;
+    carry a checksum: 64 flipped bytes restore as different numbers without error) or an
+    incomplete array file: `restore` raises CheckpointError in one line;
     `restore_latest_intact` moves such a step aside (`<step>.corrupt`) and falls back to the newest
     intact step, logging which;
   - a full file system (ENOSPC) during a write: `save` raises CheckpointSpaceError naming the step's

@@ -69,7 +69,7 @@ class Checkpointer:
     max_to_keep: keep only the newest this many checkpoints (None = all). Only finite states are
       written, so rotation never removes the newest finite checkpoint.
     compress: write the arrays zstd-compressed (orbax's default). Off by default: float32 weights
-      and Adam moments shrink ~8 % under zstd while a save and a restore take ~1.6-1.8x as long
+      and Adam moments shrink ~7 % under zstd while a save and a restore take ~1.6-1.8x as long
       (launch/bench_checkpoint.py, docs/benchmarks.md); either kind restores under either setting.
   """
 

@@ -473,7 +473,7 @@ CHECKPOINT = (
           why="None keeps every checkpoint"),
     Field("checkpoint.resume", True, bool, "resume from the workdir's latest checkpoint"),
     Field("checkpoint.compress", False, bool, "zstd-compress the saved arrays (orbax's default): "
-          "float32 weights and Adam moments shrink ~8-12 % while a save and a restore take ~1.6-1.8x "
+          "float32 weights and Adam moments shrink ~7 % while a save and a restore take ~1.6-1.8x "
           "as long (launch/bench_checkpoint.py); either kind restores under either setting"),
     Field("checkpoint.best_metric", "", str, "e.g. 'eval/f1', or 'eval/balanced_accuracy' (any "
           "recipe: accuracy on answerable and abstention on unanswerable items, averaged): also keep "
