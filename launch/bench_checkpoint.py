@@ -1,18 +1,18 @@
 r"""Saving and restoring a training state: our checkpoints (arrays as they are) vs orbax's default
 (zstd-compressed arrays), through the same Checkpointer (checksums verified on restore).
 
-  python launch/bench_checkpoint.py                            # SmolLM2-135M: ~1.6 GB, ~2 min on CPU
-  python launch/bench_checkpoint.py --model_shape=qwen2.5-1.5b # ~18 GB (a GPU host's disk and memory)
-  python launch/bench_checkpoint.py --state_from=/runs/x/checkpoints --step=16   # a run's own state
+  python launch/bench_checkpoint.py                   # SmolLM2-135M: ~1.6 GB, ~2 min on CPU
+  python launch/bench_checkpoint.py --model_shape=qwen2.5-1.5b        # ~18 GB: a GPU host
+  python launch/bench_checkpoint.py --state_from=/runs/x/checkpoints --step=16   # a run's state
 
 The state is what a GRPO run checkpoints: float32 weights and AdamW's two moments (and the PRNG
 key). By default the weights are SmolLM2-135M-Instruct's (launch/prepare_smollm2.py) or a random
 model of --model_shape, and the moments those of one AdamW update with a random gradient; with
 --state_from, the arrays of a saved step (any Checkpointer directory, e.g. a learning check's
 <workdir>/run/checkpoints) are read once and timed as they are. Each setting saves into its own
-directory and restores from it --reps times, alternating, after one untimed round; restores onto the default device as a
-resumed one-device run does; the table gives the medians, the bytes on disk and the ratio of the
-peer's seconds to ours. The restore reads files the save has just written (the page cache may hold
+directory and restores from it --reps times, alternating, after one untimed round, onto the
+default device as a resumed one-device run does; the table gives the medians, the bytes on disk
+and the ratio of the peer's seconds to ours. The restore reads files the save has just written (the page cache may hold
 them, as after a preemption on the same host; a new host reads the disk).
 """
 
