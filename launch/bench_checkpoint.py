@@ -12,8 +12,8 @@ model of --model_shape, and the moments those of one AdamW update with a random 
 <workdir>/run/checkpoints) are read once and timed as they are. Each setting saves into its own
 directory and restores from it --reps times, alternating, after one untimed round, onto the
 default device as a resumed one-device run does; the table gives the medians, the bytes on disk
-and the ratio of the peer's seconds to ours. The restore reads files the save has just written (the page cache may hold
-them, as after a preemption on the same host; a new host reads the disk).
+and the ratio of the peer's seconds to ours. The restore reads files the save has just written
+(the page cache may hold them, as after a preemption on the same host; a new host reads the disk).
 """
 
 from __future__ import annotations
