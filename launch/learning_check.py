@@ -53,6 +53,7 @@ from absl import flags
 from ml_collections import config_flags
 import numpy as np
 
+from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax import parallel
 from grounding_jax import recipes
@@ -283,8 +284,12 @@ def check_inputs(config, split: str = "heldout", num_examples: int | None = None
                  sft_data: str | None = None, sft_options: Mapping[str, Any] | None = None):
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
   split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
-  model loads. Raises ValueError / FileNotFoundError."""
+  model loads, and that the workdir holds no GRPO run yet. Raises ValueError / FileNotFoundError."""
   settings = EvalSettings.from_config(config)
+  held = checkpoints.latest_step(pathlib.Path(config.workdir) / "checkpoints")
+  if held is not None:  # a Trainer there resumes: its "start" would be that step, not the model
+    raise ValueError(f"--workdir={config.workdir} already holds a GRPO run (checkpoint step {held}); "
+                     "the check starts from the model: give a new --workdir")
   n = config.evals.num_examples if num_examples is None else num_examples
   examples = examples_for(config, split, n)
   rewards = from_config.last_stage_rewards(config)

@@ -31,10 +31,10 @@ What can go wrong, and what happens:
     background thread waiting (asynchronous orbax blocks process exit for its 300 s barrier timeout).
 """
 
-from grounding_jax.checkpoints.checkpointer import Checkpointer, latest_step
+from grounding_jax.checkpoints.checkpointer import Checkpointer, latest_step, uncommitted
 from grounding_jax.checkpoints.errors import (CheckpointError, CheckpointSpaceError,
                                               CheckpointWriteError, NonFiniteStateError)
 from grounding_jax.checkpoints.subtree import restore_subtree
 
 __all__ = ["CheckpointError", "CheckpointSpaceError", "CheckpointWriteError", "Checkpointer",
-           "NonFiniteStateError", "latest_step", "restore_subtree"]
+           "NonFiniteStateError", "latest_step", "restore_subtree", "uncommitted"]

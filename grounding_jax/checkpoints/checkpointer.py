@@ -52,7 +52,7 @@ def _nbytes(arrays: Mapping[str, Any]) -> int:
                  for x in arrays.values()))
 
 
-def _uncommitted(x) -> bool:
+def uncommitted(x) -> bool:
   """A jax.Array on the default device that jax may move (not placed by a sharding or device), or
   an abstract one: a jax.ShapeDtypeStruct without a sharding."""
   if isinstance(x, jax.ShapeDtypeStruct):
@@ -206,7 +206,7 @@ class Checkpointer:
                        + layer_layout_hint(saved, paths))
 
     def abstract(x):
-      if _uncommitted(x):  # read to the host, then placed as the target was (see below)
+      if uncommitted(x):  # read to the host, then placed as the target was (see below)
         return np.empty(np.shape(x), x.dtype)
       sharding = getattr(x, "sharding", None)
       return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
@@ -227,7 +227,7 @@ class Checkpointer:
     # array back. A committed one would lower every jitted program with sharding annotations the
     # fresh run's programs lack, so a resumed run would compile them all again, and miss the
     # persistent compilation cache (parallel/compile_cache.py).
-    values = {k: jax.device_put(restored[k]) if _uncommitted(x) else restored[k]
+    values = {k: jax.device_put(restored[k]) if uncommitted(x) else restored[k]
               for k, x in zip(abstract_arrays, leaves)}
     del restored
     # Verified where the arrays now live: a jitted checksum over host numpy arrays copies each one

@@ -27,7 +27,7 @@ from safetensors.numpy import save_file
 
 from grounding_jax.models.config import ModelConfig
 from grounding_jax.models.transformer import Transformer
-from grounding_jax.parallel import logical_names, logical_sharding
+from grounding_jax.parallel import logical_names, logical_sharding, shard_model
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -161,7 +161,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
                     rules=None, compute_dtype=None, remat: bool = False,
                     remat_policy: str = "full", scan_layers: bool = True,
                     attention_query_chunk: int | None = None,
-                    attention_implementation: str | None = None) -> Transformer:
+                    attention_implementation: str | None = None,
+                    read_weights: bool = True) -> Transformer:
   """Loads an HF checkpoint folder (config.json + safetensors) into a `Transformer`.
 
   Args:
@@ -178,6 +179,9 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
       0 = all); None keeps ModelConfig's default.
     attention_implementation: the attention kernel, "auto", "xla" or "cudnn" (models/attention.py;
       ModelConfig.attention_implementation); None keeps ModelConfig's default ("auto").
+    read_weights: False = the architecture alone, from config.json: every parameter a
+      jax.ShapeDtypeStruct (with its sharding on `mesh`, else none) and no safetensors file read —
+      what a resumed run fills from its training checkpoint (rl/trainer.py).
 
   Raises:
     FileNotFoundError: missing folder, config.json or safetensors file (named).
@@ -194,11 +198,15 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
   if attention_implementation is not None:
     config = dataclasses.replace(config, attention_implementation=attention_implementation)
   compute_dtype = dtype if compute_dtype is None else compute_dtype
-  files = _weight_map(folder)
-
   abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0), param_dtype=dtype,
                                                 compute_dtype=compute_dtype, remat=remat,
                                                 remat_policy=remat_policy, scan_layers=scan_layers))
+  if not read_weights:
+    if mesh is not None:
+      abstract = shard_model(abstract, mesh, rules)  # shardings on the structs
+    abstract.source_path = str(folder.resolve())
+    return abstract
+  files = _weight_map(folder)
   graphdef, abstract_state = nnx.split(abstract)
   specs = _tensor_specs(config)
   np_dtype = np.dtype(dtype)

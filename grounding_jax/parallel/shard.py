@@ -108,6 +108,8 @@ def _place_all(values: list[Any], shardings: list[jax.sharding.NamedSharding]) -
 def shard_model(model: M, mesh: jax.sharding.Mesh, rules: rules_lib.Rules | None = None, *,
                 strict: bool = True) -> M:
   """Moves every variable of `model` onto `mesh` by its logical names (in place); returns `model`.
+  An abstract variable (a jax.ShapeDtypeStruct, e.g. of `nnx.eval_shape`) gets its sharding
+  attached instead: the target a checkpoint restores onto.
 
   Args:
     model: an NNX module whose nnx.Params carry logical axis names (see module docstring).
@@ -124,6 +126,11 @@ def shard_model(model: M, mesh: jax.sharding.Mesh, rules: rules_lib.Rules | None
   is_var = lambda x: isinstance(x, nnx.Variable)
   variables, treedef = jax.tree.flatten(state, is_leaf=is_var)
   targets = jax.tree.leaves(shardings, is_leaf=is_var)
-  arrays = _place_all([v.get_value() for v in variables], [t.get_value() for t in targets])
+  values, places = [v.get_value() for v in variables], [t.get_value() for t in targets]
+  abstract = [isinstance(x, jax.ShapeDtypeStruct) for x in values]
+  placed = iter(_place_all([x for x, a in zip(values, abstract) if not a],
+                           [t for t, a in zip(places, abstract) if not a]))
+  arrays = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=t) if a else next(placed)
+            for x, t, a in zip(values, places, abstract)]
   nnx.update(model, jax.tree.unflatten(treedef, [v.replace(a) for v, a in zip(variables, arrays)]))
   return model

@@ -45,9 +45,10 @@ class HostBatches:
     replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
 
     def place(x):
-      if not isinstance(x, jax.Array) or x.sharding.device_set == devices:
+      if not isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) or (
+          x.sharding is not None and x.sharding.device_set == devices):
         return x
-      if abstract:
+      if abstract or isinstance(x, jax.ShapeDtypeStruct):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated)
       host = np.asarray(x)  # the same value on every host (e.g. a zero count)
       return jax.make_array_from_callback(host.shape, replicated, lambda index: host[index])

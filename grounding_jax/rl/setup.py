@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import ml_collections
+from flax import nnx
 
 from grounding_jax import models
 from grounding_jax import optim
@@ -107,10 +108,19 @@ def run_mesh(c: ml_collections.ConfigDict):
   return mesh
 
 
-def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
-  """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path, with the
-  adapters of config.model.lora added unless the model has some; raises
-  health.NonFiniteWeightsError when a weight is NaN or inf (naming the tensor)."""
+def has_weights(model) -> bool:
+  """False for a model whose parameters are abstract (jax.ShapeDtypeStructs: nnx.eval_shape, or
+  load_pretrained(read_weights=False)), which a resumed run fills from its checkpoint."""
+  return not any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(nnx.state(model)))
+
+
+def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None,
+                read_weights: bool = True):
+  """(model on the mesh, tokenizer): the given ones, or loaded from config.model.path (its
+  architecture alone with read_weights=False: a resumed run's checkpoint holds the weights), with
+  the adapters of config.model.lora added unless the model has some; raises
+  health.NonFiniteWeightsError when a weight is NaN or inf (naming the tensor), and ValueError for
+  a model without weights under LoRA (its frozen base weights come from model.path)."""
   source = "the model passed to the Trainer" if model is not None else c.model.path
   loaded = model is None
   if model is None:
@@ -118,8 +128,19 @@ def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None):
                                    compute_dtype=models.DTYPES[c.model.compute_dtype],
                                    remat=c.model.remat, remat_policy=c.model.remat_policy,
                                    scan_layers=c.model.scan_layers,
-                                   attention_implementation=c.model.attention, mesh=mesh)
+                                   attention_implementation=c.model.attention, mesh=mesh,
+                                   read_weights=read_weights)
     tokenizer = tokenizer or models.load_tokenizer(c.model.path)
+  if not has_weights(model):
+    if c.model.lora.rank > 0:
+      raise ValueError(f"{source} has no weights (abstract), which only a run resumed without "
+                       "LoRA can take (model.lora.rank=0): LoRA's frozen base weights are read "
+                       "from the model")
+    if mesh is not None and not loaded:
+      model = parallel.shard_model(model, mesh)  # the restore target's shardings
+    if tokenizer is None:
+      raise ValueError("a tokenizer is needed: pass tokenizer= or set config.model.path")
+    return model, tokenizer
   adding = c.model.lora.rank > 0 and not lora.has_adapters(model)
   if adding:  # fresh adapters, B = 0: the base model's outputs
     model = lora.add_from_config(model, c.model.lora, c.seed)

@@ -49,6 +49,12 @@ class Trainer:
     prompt_fn: Example -> prompt text; default the stage recipe's prompt through the chat template.
     tool: what the policy calls when rollout.max_turns > 1 (sampling/tools.Tool: queries ->
       ToolResults, e.g. a retriever); required then.
+
+  Resuming (checkpoint.resume and a checkpoint in the workdir) reads the weights from the newest
+  intact checkpoint while the Trainer is built, without reading config.model.path's safetensors
+  (its config.json and tokenizer only; not under LoRA, whose frozen base comes from there), so
+  `model` is the resumed policy from the start and a preempted run's first step waits on one read
+  (issue 35). A `model` passed without weights (nnx.eval_shape) is filled the same way.
   """
 
   def __init__(self, config: ml_collections.ConfigDict, *, model=None, tokenizer=None,
@@ -62,16 +68,43 @@ class Trainer:
     setup.check_tool(config, tool)
     self.mesh = setup.run_mesh(config)
     self.hosts = host_batch.HostBatches(self.mesh)
-    self.model, self.tokenizer = setup.load_policy(config, self.mesh, model, tokenizer)
-    self.graphdef, self.params, self.rest = update_lib.split_model(self.model)
     self.checkpointer = checkpoints.Checkpointer(f"{config.workdir}/checkpoints",
                                                  max_to_keep=config.checkpoint.max_to_keep,
                                                  compress=config.checkpoint.compress)
+    resuming = (model is None and config.checkpoint.resume and not config.model.lora.rank
+                and self.checkpointer.latest_step() is not None)
+    self.model, self.tokenizer = setup.load_policy(config, self.mesh, model, tokenizer,
+                                                   read_weights=not resuming)
+    self.graphdef, self.params, self.rest = update_lib.split_model(self.model)
     self.history: list[dict] = []
     self.perf = step_perf.StepPerf(self.model.config, self.mesh) if config.perf.metrics else None
     self.run = stages_lib.Run(self.tokenizer, self.graphdef, self.mesh, self.hosts, self.perf,
                              reward_functions, datasets, prompt_fn, tool)
     self._validator: Optional[validate.Validator] = None
+    # (restored, meta, step) and its seconds: the checkpoint read while building, train() starts there
+    self._resumed: Optional[tuple[tuple[Any, dict, int], float]] = None
+    if not setup.has_weights(self.model):
+      self._fill_from_checkpoint()
+
+  @property
+  def resumed_step(self) -> Optional[int]:
+    """The checkpoint step the Trainer's weights were read from while it was built (None when it
+    read config.model.path or was given a model); train() continues from there."""
+    return None if self._resumed is None else self._resumed[0][2]
+
+  def _fill_from_checkpoint(self) -> None:
+    """The weights of a model built without them, from the newest intact checkpoint (a damaged
+    one is moved aside: Checkpointer.restore_latest_intact). Raises ValueError when there is none."""
+    t0 = time.perf_counter()
+    found = (self.checkpointer.restore_latest_intact(self._restore_target)
+             if self.config.checkpoint.resume else None)
+    if found is None:
+      raise ValueError(f"the Trainer's model has no weights (abstract) and nothing fills them: "
+                       f"{self.config.workdir}/checkpoints has no checkpoint to resume from "
+                       f"(checkpoint.resume={self.config.checkpoint.resume})")
+    self._resumed = (found, time.perf_counter() - t0)
+    self.params = found[0]["params"]
+    self.model = self.policy()
 
   @property
   def validator(self) -> Optional[validate.Validator]:
@@ -106,12 +139,17 @@ class Trainer:
     total = sum(st.num_steps for st in c.stages)
     stage_idx, stage_step, global_step, position, meta = 0, 0, 0, 0, {}
     rng = jax.random.key(c.seed)
-    t_restore = time.perf_counter()
-    restored = self.checkpointer.restore_latest_intact(self._restore_target) \
-        if c.checkpoint.resume else None
-    # Set-up seconds spent before a step, logged with it (time/restore: this call's checkpoint
-    # restore; time/stage_setup: the stage's data, programs, sampler and reward pool).
-    setup_times = {"time/restore": time.perf_counter() - t_restore} if restored is not None else {}
+    if self._resumed is not None:  # read while the Trainer was built
+      restored, restore_seconds = self._resumed
+      self._resumed = None
+    else:
+      t_restore = time.perf_counter()
+      restored = self.checkpointer.restore_latest_intact(self._restore_target) \
+          if c.checkpoint.resume else None
+      restore_seconds = time.perf_counter() - t_restore
+    # Set-up seconds spent before a step, logged with it (time/restore: the checkpoint restore;
+    # time/stage_setup: the stage's data, programs, sampler and reward pool).
+    setup_times = {"time/restore": restore_seconds} if restored is not None else {}
     if restored is not None:  # the newest intact checkpoint (a corrupt newer one is moved aside)
       restored, meta, _ = restored
       stage_idx, stage_step = meta["stage"], meta["stage_step"]
@@ -189,11 +227,17 @@ class Trainer:
     st = stages_lib.Stage.plan(self.config, meta["stage"], self.run)
     rng = jax.random.key(self.config.seed)
     ref = self.params if st.view.loss.kl_coef else None
-    if all(not x.committed for x in jax.tree.leaves(self.params)):
+    leaves = jax.tree.leaves(self.params)
+    if all(checkpoints.uncommitted(x) for x in leaves):
       # One device, nothing placed: the optimizer state's shapes suffice (restored uncommitted, as
       # optimizer.init would make it); a concrete init would zero a second copy of the state (Adam:
       # 2x the params).
       opt_state = jax.eval_shape(st.optimizer.init, self.params)
+    elif any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):  # placed, without weights
+      shapes = jax.eval_shape(st.optimizer.init, self.params)
+      placed = jax.jit(st.optimizer.init).lower(self.params).compile().output_shardings
+      opt_state = jax.tree.map(lambda s, p: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=p),
+                               shapes, placed)
     else:
       opt_state = st.optimizer.init(self.params)
     return self.hosts.on_mesh(self._state(opt_state, rng, ref), abstract=True)

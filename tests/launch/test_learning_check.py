@@ -121,6 +121,11 @@ def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, 
   md = (out / "learning_check.md").read_text()
   assert "| reward |" in md and "Δ grpo − sft [95% CI]" in md and "zero_variance_frac" in md
   assert (out / "report.md").is_file() and (out / "predictions.jsonl").is_file()
+  # Run again on the same workdir, the Trainer would resume from the run's checkpoint (its weights
+  # read from there): the start row would not be the start model, so the check refuses.
+  again = learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, tmp_path / "run"), steps=2)
+  with pytest.raises(ValueError, match=r"already holds a GRPO run \(checkpoint step 2\)"):
+    learning_check.check_inputs(again)
 
 
 def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):

@@ -117,6 +117,23 @@ def test_corrupt_file_is_named(broken_copy, damage):
     load_pretrained(broken_copy)
 
 
+def test_without_weights_only_config_json_is_read(broken_copy):
+  """read_weights=False (a resumed run's model): no safetensors file is opened; the parameters are
+  the read model's shapes and dtypes, abstract, and on a mesh they carry the shardings the loaded
+  arrays get there (the checkpoint's restore target)."""
+  from grounding_jax import parallel
+  mesh = parallel.make_mesh({"fsdp": 4, "tensor": 2})
+  loaded = nnx.state(load_pretrained(broken_copy, mesh=mesh), nnx.Param)
+  (broken_copy / "model.safetensors").unlink()
+  for m in (None, mesh):
+    abstract = nnx.state(load_pretrained(broken_copy, mesh=m, read_weights=False), nnx.Param)
+    pairs = list(zip(jax.tree.leaves(abstract), jax.tree.leaves(loaded)))
+    assert len(pairs) == len(jax.tree.leaves(loaded)) > 0
+    for a, b in pairs:
+      assert isinstance(a, jax.ShapeDtypeStruct) and (a.shape, a.dtype) == (b.shape, b.dtype)
+      assert a.sharding == (None if m is None else b.sharding)
+
+
 def test_missing_files_are_named(broken_copy):
   (broken_copy / "model.safetensors").unlink()
   with pytest.raises(FileNotFoundError, match="model.safetensors"):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import toy_task
 from grounding_jax import checkpoints
@@ -146,6 +147,56 @@ def test_kill_and_resume_continues_exactly(tiny_checkpoint, tmp_path):
     assert sorted(g) == sorted(w)
     for key, value in w.items():
       np.testing.assert_allclose(g[key], value, rtol=1e-6, atol=1e-7, err_msg=f"{g['step']} {key}")
+
+
+@pytest.mark.parametrize("fsdp", [1, 2], ids=["one_device", "fsdp2"])
+def test_a_resumed_run_reads_its_weights_from_the_checkpoint_alone(tiny_checkpoint, tmp_path, fsdp):
+  """A Trainer built on a workdir with a checkpoint takes the weights from it, not from
+  config.model.path (issue 35: a resumed run's first step waits on one read): with the model's
+  safetensors deleted it still resumes, its weights are the checkpoint's, and its next step equals
+  the step of a run that read the weights file before restoring, on one device and sharded (the
+  optimizer state's restore target then carries the mesh's shardings). An abstract model passed
+  in needs a checkpoint to fill it."""
+  import shutil
+  import jax
+  folder = tmp_path / "model"
+  shutil.copytree(tiny_checkpoint("llama"), folder)
+
+  def build(workdir, **kw):
+    c = toy_task.resume_config(workdir)
+    c.model.path, c.mesh.fsdp = str(folder), fsdp
+    data = toy_task.make_examples(64)
+    return trainer.Trainer(c, tokenizer=toy_task.make_tokenizer(),
+                           reward_functions=[("toy", 1.0, toy_task.TargetShareReward())],
+                           datasets={"toy": data, "toy2": data[::-1]}, prompt_fn=toy_task.prompt_fn,
+                           **kw)
+
+  first = build(tmp_path / "a")
+  assert first.resumed_step is None
+  first.train(max_steps=1)  # checkpoints step 1
+  shutil.copytree(tmp_path / "a", tmp_path / "b")
+  reference = first.train(max_steps=1)[-1:]  # restores step 1 in train(); history accumulates
+  (folder / "model.safetensors").unlink()
+  resumed = build(tmp_path / "b")
+  assert resumed.resumed_step == 1
+  got = resumed.train(max_steps=1)
+  assert [h["step"] for h in got] == [h["step"] for h in reference] == [2]
+  assert got[0]["time/restore"] > 0
+  timings = ("time/", "throughput/", "perf/")
+  assert sorted(k for k in got[0] if not k.startswith(timings)) == sorted(
+      k for k in reference[0] if not k.startswith(timings))
+  for key, value in reference[0].items():
+    if not key.startswith(timings):
+      np.testing.assert_allclose(got[0][key], value, rtol=1e-6, atol=1e-7, err_msg=key)
+  for a, b in zip(jax.tree.leaves(resumed.params), jax.tree.leaves(first.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+  abstract = models.load_pretrained(folder, read_weights=False)  # config.json alone
+  try:
+    build(tmp_path / "c", model=abstract)
+  except ValueError as e:
+    assert "no weights" in str(e) and "no checkpoint" in str(e)
+  else:
+    raise AssertionError("expected ValueError")
 
 
 def test_bad_batch_split_is_rejected(tmp_path):
