@@ -131,24 +131,20 @@ def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None,
                                    attention_implementation=c.model.attention, mesh=mesh,
                                    read_weights=read_weights)
     tokenizer = tokenizer or models.load_tokenizer(c.model.path)
-  if not has_weights(model):
-    if c.model.lora.rank > 0:
-      raise ValueError(f"{source} has no weights (abstract), which only a run resumed without "
-                       "LoRA can take (model.lora.rank=0): LoRA's frozen base weights are read "
-                       "from the model")
-    if mesh is not None and not loaded:
-      model = parallel.shard_model(model, mesh)  # the restore target's shardings
-    if tokenizer is None:
-      raise ValueError("a tokenizer is needed: pass tokenizer= or set config.model.path")
-    return model, tokenizer
+  weights = has_weights(model)
+  if not weights and c.model.lora.rank > 0:
+    raise ValueError(f"{source} has no weights (abstract), which only a run resumed without LoRA "
+                     "can take (model.lora.rank=0): LoRA's frozen base weights are read from the "
+                     "model")
   adding = c.model.lora.rank > 0 and not lora.has_adapters(model)
   if adding:  # fresh adapters, B = 0: the base model's outputs
     model = lora.add_from_config(model, c.model.lora, c.seed)
   if mesh is not None and (adding or not loaded):  # load_pretrained placed the base weights
-    model = parallel.shard_model(model, mesh)
+    model = parallel.shard_model(model, mesh)  # an abstract model: the restore target's shardings
   if tokenizer is None:
     raise ValueError("a tokenizer is needed: pass tokenizer= or set config.model.path")
-  health.check_start_weights(model, source)
+  if weights:  # an abstract model's come from a checkpoint, written only when finite
+    health.check_start_weights(model, source)
   return model, tokenizer
 
 

@@ -125,6 +125,8 @@ def test_nan_start_weights_are_refused_on_load_and_the_previous_checkpoint_stays
   before = _rows(work)
   c = _config(work)
   c.model.path = str(folder)
+  # Not resuming: a resumed run takes its weights from the checkpoint and never reads these.
+  c.checkpoint.resume = False
   with pytest.raises(health.NonFiniteWeightsError,
                      match=r"the start model \(.*nan_model\) has NaN or inf values in 1 of \d+ "
                            r"tensors: layers\.1\.mlp\.down_proj;"):

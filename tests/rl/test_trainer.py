@@ -3,9 +3,11 @@ overlong prompts dropped from the data."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -157,8 +159,6 @@ def test_a_resumed_run_reads_its_weights_from_the_checkpoint_alone(tiny_checkpoi
   the step of a run that read the weights file before restoring, on one device and sharded (the
   optimizer state's restore target then carries the mesh's shardings). An abstract model passed
   in needs a checkpoint to fill it."""
-  import shutil
-  import jax
   folder = tmp_path / "model"
   shutil.copytree(tiny_checkpoint("llama"), folder)
 
