@@ -221,7 +221,8 @@ class Attention(nnx.Module):
     """Attention of a prefix stream to itself, and of a continuation stream to [prefix | itself].
 
     Args:
-      xp_btd: [groups, S, embed] normalised prefix inputs; positions_p int[groups, S];
+      xp_btd: [groups, S, embed] normalised prefix inputs, or [1, S, embed]: one prefix that
+        every group continues; positions_p int[groups, S];
         mask_p bool[groups, S, S] (the prefix's causal attention, False at its padding);
         prefix_mask bool[groups, S], True at the prefix's real tokens, which every continuation
         token attends to.
@@ -233,6 +234,10 @@ class Attention(nnx.Module):
     qp, kp, vp = self._qkv(xp_btd, positions_p, inv_freq)
     qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
     out_p = self._attention(qp, kp, vp, mask_p)
+    if kp.shape[0] != qc.shape[0]:  # one prefix leads every group: its keys are read by each
+      rows = qc.shape[0]
+      kp, vp = (jnp.broadcast_to(x, (rows, *x.shape[1:])) for x in (kp, vp))
+      prefix_mask = jnp.broadcast_to(prefix_mask, (rows, prefix_mask.shape[1]))
     out_c = self._attention(qc, kc, vc, mask_c, prefix=(kp, vp, prefix_mask))
     return (project(self, "o_proj", "bthk,hkd->btd", out_p),
             project(self, "o_proj", "bthk,hkd->btd", out_c))

@@ -16,6 +16,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from grounding_jax.models.transformer import SHARED_SEGMENT
+
 
 def _chunk_stats(hidden, kernel, targets, chunk_size, temperature, want_entropy, remat):
   """Running log-sum-exp over vocabulary chunks. Returns (target_logit, lse, entropy or None)."""
@@ -116,7 +118,8 @@ def pack_groups(completion_ids: jax.Array, lengths: jax.Array, rows_per_prompt: 
 def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
                         completion_ids: jax.Array, completion_mask: jax.Array, *,
                         temperature: float = 1.0, chunk_size: int = 4096, with_entropy: bool = False,
-                        remat: bool = True, rows_per_prompt: int = 1, packed_width: Optional[int] = None
+                        remat: bool = True, rows_per_prompt: int = 1,
+                        packed_width: Optional[int] = None, shared_prefix: int = 0
                         ) -> tuple[jax.Array, Optional[jax.Array]]:
   """Log-probs (and entropies) of completion tokens given their prompts, under `model`.
 
@@ -136,6 +139,11 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
       packed_width) tokens instead of N · (Lp + L). N % G == 0.
     packed_width: columns of a group's packed completions, at least the largest per-group total of
       attended tokens (update.packed_width computes it on the host); default G · L (always enough).
+    shared_prefix: C > 0 when every prompt of the batch begins with the same C real tokens (the
+      caller's promise: update.common_prefix measures it on the host), e.g. a chat template and
+      instructions. They then run once for the whole batch, and each group's stream is the rest of
+      its prompt followed by its packed completions: the same log-probs from C + groups ·
+      (Lp − C + packed_width) tokens. Every prompt holds at least C real tokens.
   Returns:
     (logp float32 [N, L], entropy float32 [N, L] or None); values at masked positions are arbitrary.
   """
@@ -146,7 +154,7 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
   attended = jax.lax.cummax(completion_mask.astype(jnp.int32), axis=1, reverse=True) > 0
   kernel = model.lm_head_kernel()
   opts = dict(temperature=temperature, chunk_size=chunk_size, with_entropy=with_entropy, remat=remat)
-  if rows_per_prompt == 1:
+  if rows_per_prompt == 1 and not shared_prefix:
     ids = jnp.concatenate([prompt_ids.astype(jnp.int32), completion_ids], axis=1)
     mask = jnp.concatenate([prompt_mask.astype(bool), attended], axis=1)
     hidden = model.hidden_states(ids, mask)[:, lp - 1:lp - 1 + length]
@@ -159,14 +167,54 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
   width = packed_width or rows_per_prompt * length
   ids, offset, segment, start = pack_groups(completion_ids, jnp.sum(attended, axis=1), rows_per_prompt,
                                             width)
-  positions = jnp.sum(p_mask, axis=1, keepdims=True) + offset
-  prompt_h, packed_h = model.hidden_states_shared_prefix(p_ids, p_mask, ids, positions, segment)
-  # A row's first token is predicted by the prompt's last position, the others by the token before.
-  before = jnp.concatenate([prompt_h[:, -1:], packed_h[:, :-1]], axis=1)
-  hidden = jnp.where((offset == 0)[..., None], prompt_h[:, -1:], before)
+  if shared_prefix:
+    hidden = _after_common_prefix(model, p_ids, p_mask, ids, offset, segment, shared_prefix)
+  else:
+    positions = jnp.sum(p_mask, axis=1, keepdims=True) + offset
+    prompt_h, packed_h = model.hidden_states_shared_prefix(p_ids, p_mask, ids, positions, segment)
+    # A row's first token is predicted by the prompt's last position, the others by the one before.
+    before = jnp.concatenate([prompt_h[:, -1:], packed_h[:, :-1]], axis=1)
+    hidden = jnp.where((offset == 0)[..., None], prompt_h[:, -1:], before)
   logp, entropy = token_logprobs(hidden, kernel, ids, **opts)
   # Back to rows: token t of row r sits at packed column start[r] + t of its group.
   group = jnp.arange(n)[:, None] // rows_per_prompt
   col = jnp.minimum(start[:, None] + jnp.arange(length)[None], width - 1)
   unpack = lambda x: None if x is None else x[group, col]
   return unpack(logp), unpack(entropy)
+
+
+def _after_common_prefix(model, p_ids: jax.Array, p_mask: jax.Array, ids: jax.Array,
+                         offset: jax.Array, segment: jax.Array, common: int) -> jax.Array:
+  """Hidden states predicting each packed completion token [groups, width, embed], when every
+  prompt begins with the same `common` real tokens (completion_logprobs' shared_prefix).
+
+  The common tokens (read from the first group's prompt) run once as a prefix of all groups. Each
+  group's stream is [the rest of its prompt | its packed completions | padding], Lp − common +
+  width columns: the prompt's rest is a SHARED_SEGMENT that all of the group's completions attend
+  to, right after the common prefix in RoPE positions as in the whole prompt.
+  """
+  groups, lp = p_ids.shape
+  width = ids.shape[1]
+  lens = jnp.sum(p_mask, axis=1).astype(jnp.int32)                      # real prompt tokens
+  prefix = jax.lax.dynamic_slice_in_dim(p_ids[0], lp - lens[0], common)[None]   # [1, common]
+  rest = (lens - common)[:, None]                                       # [groups, 1]
+  cols = jnp.arange(lp - common + width, dtype=jnp.int32)[None]
+  in_rest = cols < rest
+  # Prompts are left-padded: a group's rest is its prompt's last `rest` columns.
+  rest_ids = jnp.take_along_axis(p_ids, jnp.clip(lp - rest + cols, 0, lp - 1), axis=1)
+  packed_col = cols - rest
+  in_packed = packed_col < width
+  packed_col = jnp.clip(packed_col, 0, width - 1)
+  stream_ids = jnp.where(in_rest, rest_ids, jnp.take_along_axis(ids, packed_col, axis=1))
+  packed_segment = jnp.where(in_packed, jnp.take_along_axis(segment, packed_col, axis=1), -1)
+  stream_segment = jnp.where(in_rest, SHARED_SEGMENT, packed_segment)
+  positions = jnp.where(in_rest, common + cols,
+                        lens[:, None] + jnp.take_along_axis(offset, packed_col, axis=1))
+  prefix_h, stream_h = model.hidden_states_shared_prefix(
+      prefix, jnp.ones(prefix.shape, bool), stream_ids, positions, stream_segment)
+  # Index k of [prefix's last | stream] predicts stream column k. A row's first token (offset 0)
+  # follows its prompt's last token; the others follow the token before them.
+  hidden = jnp.concatenate(
+      [jnp.broadcast_to(prefix_h[:, -1:], (groups, 1, prefix_h.shape[-1])), stream_h], axis=1)
+  source = rest + jnp.where(offset == 0, 0, jnp.arange(width, dtype=jnp.int32)[None])
+  return jnp.take_along_axis(hidden, source[..., None], axis=1)

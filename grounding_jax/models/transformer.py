@@ -34,6 +34,9 @@ from grounding_jax.models.rope import inverse_frequencies
 from grounding_jax.parallel import with_logical_constraint
 
 _ACTIVATION = ("batch", "length", "embed")  # logical names of the residual stream [B, T, D]
+# A continuation-stream token that every later token of its group attends to
+# (hidden_states_shared_prefix's segment_ids).
+SHARED_SEGMENT = -2
 
 # What a rematerialised layer keeps for the backward pass (Transformer.remat_policy).
 _REMAT_POLICIES = {
@@ -183,11 +186,14 @@ class Transformer(nnx.Module):
     exactly while running groups · (S + P) tokens instead of rows · (S + T).
 
     Args:
-      prefix_ids: int32[groups, S] LEFT-padded prefixes; prefix_mask: bool[groups, S].
+      prefix_ids: int32[groups, S] LEFT-padded prefixes; prefix_mask: bool[groups, S]. One prefix
+        ([1, S]) may lead every group: it runs once and each group's stream attends to it.
       ids: int32[groups, P] each group's continuations, packed.
       positions: int32[groups, P] their RoPE positions (the prefix's length + offset in the
         continuation).
-      segment_ids: int32[groups, P] which continuation a token belongs to; negative = padding.
+      segment_ids: int32[groups, P] which continuation a token belongs to; SHARED_SEGMENT = a token
+        every later token of its group attends to (the rest of a prompt after a prefix that all
+        groups share, logprobs.completion_logprobs); other negatives = padding.
     Returns:
       (prefix hidden [groups, S, embed], continuation hidden [groups, P, embed]), final-norm
       outputs in compute_dtype; prefix position S − 1 predicts every continuation's first token.
@@ -197,6 +203,7 @@ class Transformer(nnx.Module):
     positions_p = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0)
     mask_p = jnp.tril(jnp.ones((s, s), bool))[None] & prefix_mask[:, None, :]
     same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
+    same |= (segment_ids == SHARED_SEGMENT)[:, None, :]
     mask_c = same & jnp.tril(jnp.ones((p, p), bool))[None]  # each token: its own completion's past
     inv_freq = inverse_frequencies(self.config)
     xs = (self._embed(prefix_ids), self._embed(ids))

@@ -17,6 +17,10 @@ from grounding_jax import parallel
 from grounding_jax.rl import update as update_lib
 
 
+# The longest common prompt prefix hosts agree on (HostBatches.common_prefix).
+_MOST_COMMON_TOKENS = 4096
+
+
 class HostBatches:
   """Host-array ↔ mesh plumbing of one trainer (`mesh` None = one device, no collectives)."""
 
@@ -84,6 +88,26 @@ class HostBatches:
     need = self.gather(np.asarray([need], np.int64)).max(axis=0)
     return [update_lib.packed_bucket(int(w), mask.shape[1], rows_per_prompt) for w in need]
 
+  def common_prefix(self, batch: dict, minimum: int) -> int:
+    """The leading prompt tokens every row shares on every host (update.common_prefix), the same
+    value on each: hosts take the shortest and cut it where their prompts' tokens part."""
+    c = update_lib.common_prefix(batch, minimum)
+    if parallel.spanned_processes(self.mesh) <= 1 or not minimum:
+      return c
+    # Every host sends its length and tokens in a fixed shape (its prompt width may differ).
+    c = min(c, _MOST_COMMON_TOKENS)
+    lead = np.full(_MOST_COMMON_TOKENS, -1, np.int64)
+    if c:
+      ids, mask = np.asarray(batch["prompt_ids"]), np.asarray(batch["prompt_mask"], bool)
+      start = ids.shape[1] - int(mask[0].sum())
+      lead[:c] = ids[0, start:start + c]
+    rows = self.gather(np.concatenate([[c], lead])[None])  # [hosts, 1 + _MOST_COMMON_TOKENS]
+    c = int(rows[:, 0].min())
+    differs = np.flatnonzero((rows[:, 1:1 + c] != rows[:1, 1:1 + c]).any(axis=0))
+    if differs.size:
+      c = int(differs[0]) - int(differs[0]) % update_lib.COMMON_PREFIX_MULTIPLE
+    return c if c >= minimum else 0
+
   def device_batch(self, batch: dict, micro: int) -> dict:
     """Host arrays [n, ...] -> device arrays [n / micro, micro * hosts, ...], rows over batch axes."""
     out = {}
@@ -98,12 +122,13 @@ class HostBatches:
     return out
 
   def logprobs(self, logprob_fn, params, rest, batch: dict, micro: int,
-               packed_width: int | None = None, on_call=None) -> np.ndarray:
+               packed_width: int | None = None, on_call=None, shared_prefix: int = 0) -> np.ndarray:
     """This host's rows of `logprob_fn` over `batch` (reference / old log-probs), [n, L].
     on_call(logprob_fn, *args, **kwargs), when given, sees the call's arguments first (perf)."""
     with self.context():
       args = (params, rest, self.device_batch(batch, micro))
+      kwargs = dict(packed_width=packed_width, shared_prefix=shared_prefix)
       if on_call is not None:
-        on_call(logprob_fn, *args, packed_width=packed_width)
-      lp = logprob_fn(*args, packed_width=packed_width)
+        on_call(logprob_fn, *args, **kwargs)
+      lp = logprob_fn(*args, **kwargs)
     return parallel.global_to_host_local(lp, batch_axis=1).reshape(-1, lp.shape[-1])

@@ -168,12 +168,13 @@ class Stage:
     built (update_programs.compile_stage): all of them (update_loop.compile_ahead="all", the
     stage's data), or the widest ("widest": the next step's prompts); {shape: future}."""
     view, updater = self.view, self.updater
-    lengths = step_perf.prompt_lengths(prompts, self.prompt_fn, run.tokenizer,
-                                       view.rollout.max_prompt_tokens)
+    tokens = step_perf.prompt_tokens(prompts, self.prompt_fn, run.tokenizer,
+                                     view.rollout.max_prompt_tokens)
     return update_programs.compile_stage(
-        view, updater.settings, updater.train_step, params, rest, run.hosts, lengths,
-        self.keeps_sampler_logp(), widest_only=view.update_loop.compile_ahead == "widest",
-        skip=updater.seen)
+        view, updater.settings, updater.train_step, params, rest, run.hosts,
+        [len(t) for t in tokens] or [1], self.keeps_sampler_logp(),
+        widest_only=view.update_loop.compile_ahead == "widest", skip=updater.seen,
+        shared_prefix=update_lib.common_prefix_of(tokens, updater.settings.common_prefix_min))
 
   def step(self, run: Run, key, global_step: int, params, rest, opt_state, ref_params
            ) -> tuple[dict, Any, Any]:

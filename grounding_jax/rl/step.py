@@ -98,6 +98,9 @@ class Updater:
     batch = self._host_batch(gb)
     widths = hosts.packed_widths(batch, mb, settings.rows_per_prompt)  # in batch order
     width = max(widths) if widths else None  # the log-prob passes run at one width
+    # Leading tokens all prompts share run once per micro-batch (0: none); a mini-batch's rows
+    # are the batch's, so they share them too.
+    common = hosts.common_prefix(batch, settings.common_prefix_min)
     t0 = time.perf_counter()
     recompute = not settings.on_policy and u.old_logprobs == "recompute"
     # With recomputed old log-probs the gap is measured on the host; the loss keeps the sampler's
@@ -106,11 +109,11 @@ class Updater:
     sampler_logp = (batch["sampler_logp"] if keep else batch.pop("sampler_logp")) if recompute else None
     if ref_params is not None:
       batch["ref_logp"] = hosts.logprobs(self.logprob_fn, ref_params, rest, batch, mb, width,
-                                         self._on_call("reference"))
+                                         self._on_call("reference"), shared_prefix=common)
     gap = None
     if recompute:
       batch["old_logp"] = hosts.logprobs(self.logprob_fn, params, rest, batch, mb, width,
-                                         self._on_call("reference"))
+                                         self._on_call("reference"), shared_prefix=common)
       gap = self._gap(sampler_logp, batch["old_logp"], batch["loss_mask"])
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -130,16 +133,17 @@ class Updater:
       for m in range(u.num_minibatches):
         mini = {k: v[order[m * per_mini:(m + 1) * per_mini]] for k, v in batch.items()}
         mini_widths = hosts.packed_widths(mini, mb, settings.rows_per_prompt)
-        self._await(mini, mini_widths)
-        self._compile_new_widths(params, rest, mini, mini_widths)
+        self._await(mini, mini_widths, common)
+        self._compile_new_widths(params, rest, mini, mini_widths, common)
         with hosts.context():
           device_mini = hosts.device_batch(mini, mb)
           if self.perf is not None:  # each micro-batch's gradient program, as train_step calls it
             for i, micro in enumerate(update_lib.micro_batches(device_mini)):
               self.perf.record("update", self.train_step.accumulate, params, rest, params, micro,
-                               packed_width=mini_widths[i] if mini_widths else None)
+                               packed_width=mini_widths[i] if mini_widths else None,
+                               shared_prefix=common)
           params, opt_state, sm = self.train_step(
-              params, rest, opt_state, device_mini, packed_width=mini_widths,
+              params, rest, opt_state, device_mini, packed_width=mini_widths, shared_prefix=common,
               dropout_key=None if dropout is None else jax.random.fold_in(dropout, len(update_metrics)))
         update_metrics.append(sm)
     update_metrics = jax.device_get(update_metrics)
@@ -151,13 +155,14 @@ class Updater:
         [{k: (float(v), 1.0) for k, v in sm.items() if not k.startswith("logprob_gap")}
          for sm in update_metrics], xp=np).items()}
     metrics.update(gap)
+    metrics["throughput/common_prefix_tokens"] = float(common)  # run once per micro-batch
     return StepResult(params, opt_state, metrics, t_ref, t_update)
 
-  def _await(self, mini: dict, widths) -> None:
+  def _await(self, mini: dict, widths, common: int) -> None:
     """Waits for the compiles under way (compiled ahead) of the programs this mini-batch runs;
     the others go on in their thread."""
     needed = {update_programs.UpdateShape(mini["prompt_ids"].shape[1],
-                                          mini["completion_ids"].shape[1], w)
+                                          mini["completion_ids"].shape[1], w, common)
               for w in (widths or [None])}
     concurrent.futures.wait([self.pending.pop(s) for s in needed if s in self.pending])
 
@@ -172,12 +177,12 @@ class Updater:
     self.pending.update(pending)
     self.seen |= set(pending)
 
-  def _compile_new_widths(self, params, rest, mini: dict, widths) -> None:
+  def _compile_new_widths(self, params, rest, mini: dict, widths, common: int) -> None:
     """Compiles the gradient programs a mini-batch needs and no step has built, concurrently
     (one XLA compile keeps ~one core busy; train_step would build them one after another), when
     there are two or more (a run's first GRPO step can need several)."""
     shapes = {update_programs.UpdateShape(mini["prompt_ids"].shape[1], mini["completion_ids"].shape[1],
-                                          w) for w in (widths or [None])} - self.seen
+                                          w, common) for w in (widths or [None])} - self.seen
     self.seen |= shapes
     if len(shapes) < 2:
       return

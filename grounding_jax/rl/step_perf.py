@@ -114,8 +114,8 @@ class StepPerf:
 def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBatches,
                  settings: update_lib.UpdateSettings, prompt_lengths: Sequence[int], *,
                  max_new_tokens: int, length_multiple: int, micro_batch_size: int,
-                 rows_per_step: int, reference: bool, sampler_logp: bool = False
-                 ) -> dict[str, perf.ProgramCost]:
+                 rows_per_step: int, reference: bool, sampler_logp: bool = False,
+                 shared_prefix: int = 0) -> dict[str, perf.ProgramCost]:
   """The costs of the stage's widest gradient program (and reference log-prob pass over a step's
   rows) as compiled for the trainer's mesh: what decides whether a step fits in memory.
 
@@ -124,10 +124,12 @@ def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBat
     rows_per_step: this host's rows of one step (prompts x G); the log-prob pass maps over them.
     reference: whether a log-prob pass runs (a KL term, or recomputed old log-probs).
     sampler_logp: the update batch carries the sampler's log-probs (update_programs.batch_keys).
+    shared_prefix: the leading tokens the prompts share (update.common_prefix; 0 = none).
   """
   shapes = update_programs.update_shapes(prompt_lengths, max_new_tokens=max_new_tokens,
                                          length_multiple=length_multiple,
-                                         rows_per_prompt=settings.rows_per_prompt)
+                                         rows_per_prompt=settings.rows_per_prompt,
+                                         shared_prefix=shared_prefix)
   widest = max(shapes, key=lambda s: (s.prompt_width, s.completion_width, s.packed_width or 0))
   keys = update_programs.batch_keys(settings, sampler_logp)
   num_micro = max(rows_per_step // micro_batch_size, 1)
@@ -136,24 +138,30 @@ def widest_costs(train_step, logprob_fn, params, rest, hosts: host_batch.HostBat
     batch = update_programs.zero_batch(hosts, widest, keys, micro_batch_size, num_micro)
     mb = update_lib.micro_batches(batch)[0]
     costs["update (gradient of one micro-batch)"] = perf.program_cost(
-        train_step.accumulate, params, rest, params, mb, packed_width=widest.packed_width)
+        train_step.accumulate, params, rest, params, mb, packed_width=widest.packed_width,
+        shared_prefix=shared_prefix)
     if reference:
       costs["reference / old log-probs (one step's rows)"] = perf.program_cost(
-          logprob_fn, params, rest, batch, packed_width=widest.packed_width)
+          logprob_fn, params, rest, batch, packed_width=widest.packed_width,
+          shared_prefix=shared_prefix)
   return costs
 
 
 def stage_report(view, settings: update_lib.UpdateSettings, train_step, logprob_fn, params, rest,
-                 hosts: host_batch.HostBatches, model_config, prompt_lengths: Sequence[int],
+                 hosts: host_batch.HostBatches, model_config, prompts: Sequence[Sequence[int]],
                  sampler_logp: bool) -> str:
-  """startup_report of a trainer stage (view: its rl config view) on the trainer's mesh."""
+  """startup_report of a trainer stage (view: its rl config view) on the trainer's mesh, for its
+  prompts' token ids (prompt_tokens)."""
+  prompt_lengths = [len(p) for p in prompts] or [1]
   r, u = view.rollout, view.update_loop
   rows = r.prompts_per_step // jax.process_count() * r.group_size
   costs = widest_costs(train_step, logprob_fn, params, rest, hosts, settings, prompt_lengths,
                        max_new_tokens=r.max_new_tokens, length_multiple=u.length_multiple,
                        micro_batch_size=u.micro_batch_size, rows_per_step=rows,
                        reference=bool(view.loss.kl_coef) or not settings.on_policy,
-                       sampler_logp=sampler_logp)
+                       sampler_logp=sampler_logp,
+                       shared_prefix=update_lib.common_prefix_of(prompts,
+                                                                 settings.common_prefix_min))
   slots = sampling.bucket_length(r.max_new_tokens) + (
       0 if r.group_size > 1 else sampling.bucket_length(max(prompt_lengths)))
   mesh = hosts.mesh
@@ -178,8 +186,13 @@ def startup_report(costs: Mapping[str, perf.ProgramCost], model_config, *, rows:
 def prompt_lengths(examples, prompt_fn, tokenizer, max_prompt_tokens: int) -> list[int]:
   """Token lengths of the examples' prompts, cut at max_prompt_tokens (0 = no limit) as the
   sampler cuts them."""
-  lengths = [len(tokenizer(prompt_fn(ex), add_special_tokens=False)["input_ids"]) for ex in examples]
-  return [min(n, max_prompt_tokens) if max_prompt_tokens else n for n in lengths] or [1]
+  return [len(t) for t in prompt_tokens(examples, prompt_fn, tokenizer, max_prompt_tokens)] or [1]
+
+
+def prompt_tokens(examples, prompt_fn, tokenizer, max_prompt_tokens: int) -> list[list[int]]:
+  """The examples' prompts as token ids, at most max_prompt_tokens (0 = no limit) of them."""
+  ids = [tokenizer(prompt_fn(ex), add_special_tokens=False)["input_ids"] for ex in examples]
+  return [t[:max_prompt_tokens] if max_prompt_tokens else t for t in ids]
 
 
 def summary(metrics: Mapping[str, float]) -> str:

@@ -121,10 +121,10 @@ class Trainer:
     """The first stage's widest update and log-prob programs' peak memory per device for this
     mesh (compiled now; rl/step_perf.py), and the sampler's KV cache: does the model fit?"""
     st = stages_lib.Stage.plan(self.config, 0, self.run)
-    lengths = step_perf.prompt_lengths(st.examples(self.run), st.prompt_fn, self.tokenizer,
-                                       st.view.rollout.max_prompt_tokens)
+    tokens = step_perf.prompt_tokens(st.examples(self.run), st.prompt_fn, self.tokenizer,
+                                     st.view.rollout.max_prompt_tokens)
     return step_perf.stage_report(st.view, st.settings, *st.programs(self.run), self.params, self.rest,
-                                  self.hosts, self.model.config, lengths, st.keeps_sampler_logp())
+                                  self.hosts, self.model.config, tokens, st.keeps_sampler_logp())
 
   def train(self, max_steps: Optional[int] = None) -> list[dict]:
     """Runs (or resumes) all stages; returns this call's per-step metrics.

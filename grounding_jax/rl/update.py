@@ -32,7 +32,7 @@ from grounding_jax.models import logprobs as logprobs_lib
 from grounding_jax.models import lora
 from grounding_jax.rl import losses
 from grounding_jax.rl.config import checks
-from grounding_jax.sampling.prompts import bucket_length
+from grounding_jax.sampling.prompts import bucket_length, common_prefix_length, left_pad
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +53,8 @@ class UpdateSettings:
       of its prompt.
     gpu_gemm: "cublas" | "xla": who runs the gradient program's GEMMs on a GPU
       (gemm_compiler_options).
+    common_prefix_min: the fewest leading tokens that all of a batch's prompts share (a chat
+      template and instructions) for them to run once per micro-batch (common_prefix; 0 = never).
   """
   loss: losses.PolicyLossConfig
   temperature: float = 1.0
@@ -61,6 +63,7 @@ class UpdateSettings:
   on_policy: bool = False
   rows_per_prompt: int = 1
   gpu_gemm: str = "cublas"
+  common_prefix_min: int = 0
 
 
 def gemm_compiler_options(gpu_gemm: str, backend: str | None = None) -> dict | None:
@@ -123,7 +126,8 @@ def settings_from_config(c, samples_per_prompt: int | None = None) -> UpdateSett
   return UpdateSettings(loss=loss_cfg, temperature=logprob_temperature(c),
                         chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,
                         on_policy=on_policy, rows_per_prompt=g if shared else 1,
-                        gpu_gemm=u.gpu_gemm)
+                        gpu_gemm=u.gpu_gemm,
+                        common_prefix_min=u.common_prefix_min_tokens if shared else 0)
 
 
 # What `nonfinite/first` names (1-based; 0 = every quantity finite), in the order one feeds the next:
@@ -169,9 +173,12 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   opt_state are donated. `batch` is a dict of arrays [num_micro, micro_batch, ...], or a list of
   micro-batch dicts [micro_batch, ...] whose widths may differ. packed_width (settings.rows_per_prompt
   > 1 only): columns of a group's packed completions (logprobs.completion_logprobs; default
-  rows_per_prompt · L), one int or one per micro-batch. Each micro-batch runs in a jitted gradient
-  program compiled once per shape and packed width; a jitted apply program then divides the summed
-  gradients by the summed denominators and steps the optimizer. metrics: name -> scalar (loss,
+  rows_per_prompt · L), one int or one per micro-batch. shared_prefix (rows_per_prompt > 1 only):
+  C > 0 when every prompt of the batch begins with the same C real tokens (common_prefix), which
+  then run once per micro-batch (logprobs.completion_logprobs). Each micro-batch runs in a jitted
+  gradient program compiled once per shape, packed width and shared prefix; a jitted apply program
+  then divides the summed gradients by the summed denominators and steps the optimizer. metrics:
+  name -> scalar (loss,
   pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm, nonfinite/skipped,
   nonfinite/first; logprob_gap_mean / _peak when the batch has sampler_logp: |log-prob − the
   sampler's| of this update's loss pass over the loss tokens, losses.logprob_gap).
@@ -183,13 +190,14 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   """
   cfg = settings.loss
 
-  def micro_loss(params, rest, mb, packed_width, dropout_key):
+  def micro_loss(params, rest, mb, packed_width, shared_prefix, dropout_key):
     model = nnx.merge(graphdef, params, rest)
     with lora.dropout_key(dropout_key):  # LoRA dropout in this (training) pass only
       logp, entropy = logprobs_lib.completion_logprobs(
           model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
           temperature=settings.temperature, chunk_size=settings.chunk_size, with_entropy=True,
-          remat=settings.remat, rows_per_prompt=settings.rows_per_prompt, packed_width=packed_width)
+          remat=settings.remat, rows_per_prompt=settings.rows_per_prompt, packed_width=packed_width,
+          shared_prefix=shared_prefix)
     if not cfg.entropy_coef:
       entropy = jax.lax.stop_gradient(entropy)  # metric only: no backward through it
     old = jax.lax.stop_gradient(logp) if settings.on_policy else mb["old_logp"]
@@ -202,10 +210,10 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
 
   grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
 
-  @functools.partial(jax.jit, donate_argnums=2, static_argnames="packed_width",
+  @functools.partial(jax.jit, donate_argnums=2, static_argnames=("packed_width", "shared_prefix"),
                      compiler_options=gemm_compiler_options(settings.gpu_gemm))
-  def accumulate(params, rest, grad_sum, mb, packed_width=None, dropout_key=None):
-    (s, (d, m)), g = grad_fn(params, rest, mb, packed_width, dropout_key)
+  def accumulate(params, rest, grad_sum, mb, packed_width=None, shared_prefix=0, dropout_key=None):
+    (s, (d, m)), g = grad_fn(params, rest, mb, packed_width, shared_prefix, dropout_key)
     return jax.tree.map(jnp.add, grad_sum, g), (s, d, m, jnp.all(jnp.isfinite(mb["advantages"])))
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))  # the summed gradients have no output to reuse
@@ -222,7 +230,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
                                                 new_params, new_opt_state, params, opt_state)
     return params, opt_state, {**metrics, **guard}
 
-  def train_step(params, rest, opt_state, batch, packed_width=None, dropout_key=None):
+  def train_step(params, rest, opt_state, batch, packed_width=None, shared_prefix=0,
+                 dropout_key=None):
     batch = micro_batches(batch)
     widths = packed_width if isinstance(packed_width, (list, tuple)) else [packed_width] * len(batch)
     grad_sum = jax.tree.map(jnp.zeros_like, params)
@@ -231,7 +240,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
       # Without dropout, the call's keywords are those the perf costing and the programs compiled
       # ahead use (jit keys its cache on them: dropout_key=None given would be another program).
       key = {} if dropout_key is None else {"dropout_key": jax.random.fold_in(dropout_key, i)}
-      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width, **key)
+      grad_sum, st = accumulate(params, rest, grad_sum, mb, packed_width=width,
+                                shared_prefix=shared_prefix, **key)
       stats.append(st)
     return apply(params, opt_state, grad_sum, stats)
 
@@ -248,25 +258,28 @@ def micro_batches(batch) -> list[dict]:
 
 
 def make_logprob_fn(graphdef: nnx.GraphDef, settings: UpdateSettings) -> Callable:
-  """Builds `fn(params, rest, batch, packed_width=None) -> logp float32 [num_micro, micro_batch, L]`
-  (jitted, no grad; packed_width as in make_train_step).
+  """Builds `fn(params, rest, batch, packed_width=None, shared_prefix=0) -> logp float32
+  [num_micro, micro_batch, L]` (jitted, no grad; packed_width and shared_prefix as in
+  make_train_step).
 
   Used for reference log-probs (frozen π_ref params) and recomputed old log-probs (current params).
   """
 
-  def one(params, rest, mb, packed_width):
+  def one(params, rest, mb, packed_width, shared_prefix):
     model = nnx.merge(graphdef, params, rest)
     logp, _ = logprobs_lib.completion_logprobs(
         model, mb["prompt_ids"], mb["prompt_mask"], mb["completion_ids"], mb["loss_mask"],
         temperature=settings.temperature, chunk_size=settings.chunk_size, remat=False,
-        rows_per_prompt=settings.rows_per_prompt, packed_width=packed_width)
+        rows_per_prompt=settings.rows_per_prompt, packed_width=packed_width,
+        shared_prefix=shared_prefix)
     return logp
 
-  def fn(params, rest, batch, packed_width=None):
+  def fn(params, rest, batch, packed_width=None, shared_prefix=0):
     keys = ("prompt_ids", "prompt_mask", "completion_ids", "loss_mask")
-    return jax.lax.map(lambda mb: one(params, rest, mb, packed_width), {k: batch[k] for k in keys})
+    return jax.lax.map(lambda mb: one(params, rest, mb, packed_width, shared_prefix),
+                       {k: batch[k] for k in keys})
 
-  return jax.jit(fn, static_argnames="packed_width")
+  return jax.jit(fn, static_argnames=("packed_width", "shared_prefix"))
 
 
 _PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded: trim on the left
@@ -302,6 +315,29 @@ def packed_width(batch: dict, rows_per_prompt: int) -> int:
   mask = np.asarray(batch["loss_mask"])
   last = np.where(mask.any(axis=1), mask.shape[1] - np.argmax(mask[:, ::-1], axis=1), 0)
   return int(last.reshape(-1, rows_per_prompt).sum(axis=1).max(initial=0))
+
+
+# common_prefix rounds down to this: a run's prompts share one template, so it compiles one value.
+COMMON_PREFIX_MULTIPLE = 16
+
+
+def common_prefix(batch: dict, minimum: int, multiple: int = COMMON_PREFIX_MULTIPLE) -> int:
+  """The leading real tokens every prompt of a host batch (left-padded prompt_ids, prompt_mask
+  [n, Lp]) shares, rounded down to a multiple of `multiple`, or 0 when fewer than `minimum` (or
+  `minimum` is 0)."""
+  if minimum <= 0:
+    return 0
+  same = common_prefix_length(batch["prompt_ids"], batch["prompt_mask"])
+  same -= same % multiple
+  return same if same >= minimum else 0
+
+
+def common_prefix_of(prompts, minimum: int, multiple: int = COMMON_PREFIX_MULTIPLE) -> int:
+  """common_prefix of prompts given as token sequences."""
+  if minimum <= 0 or not len(prompts):
+    return 0
+  ids, mask = left_pad([list(p) for p in prompts], 0)
+  return common_prefix({"prompt_ids": ids, "prompt_mask": mask}, minimum, multiple)
 
 
 def round_up(n: int, multiple: int) -> int:

@@ -36,15 +36,17 @@ _DTYPES = {"prompt_ids": np.int32, "prompt_mask": bool, "completion_ids": np.int
 
 @dataclasses.dataclass(frozen=True, order=True)
 class UpdateShape:
-  """The widths of one gradient program's micro-batch: prompt columns, completion columns, and
-  the packed completion columns per group (None when prompts are not shared)."""
+  """The widths of one gradient program's micro-batch: prompt columns, completion columns, the
+  packed completion columns per group (None when prompts are not shared), and the leading tokens
+  all its prompts share, run once (update.common_prefix; 0 = none)."""
   prompt_width: int
   completion_width: int
   packed_width: int | None
+  shared_prefix: int = 0
 
 
 def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_multiple: int,
-                  rows_per_prompt: int) -> list[UpdateShape]:
+                  rows_per_prompt: int, shared_prefix: int = 0) -> list[UpdateShape]:
   """Every shape the update can run for prompts of these token lengths (sorted).
 
   Args:
@@ -52,6 +54,7 @@ def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_
     max_new_tokens: rollout.max_new_tokens.
     length_multiple: update_loop.length_multiple (0: the sampler's widths, untrimmed).
     rows_per_prompt: UpdateSettings.rows_per_prompt (1 = prompts not shared: no packed width).
+    shared_prefix: the leading tokens the prompts share (update.common_prefix; 0 = none).
   Returns:
     per prompt bucket, completion buckets x packed buckets shapes (e.g. 3 x 4 for 128 new
     tokens, multiple 32, G = 4).
@@ -67,7 +70,8 @@ def update_shapes(prompt_lengths: Iterable[int], *, max_new_tokens: int, length_
     for lc in completions:
       packed = ({update_lib.packed_bucket(need, lc, rows_per_prompt)
                  for need in range(1, rows_per_prompt * lc + 1)} if rows_per_prompt > 1 else {None})
-      shapes += [UpdateShape(lp, lc, w) for w in sorted(packed, key=lambda w: w or 0)]
+      shapes += [UpdateShape(lp, lc, w, shared_prefix)
+                 for w in sorted(packed, key=lambda w: w or 0)]
   return shapes
 
 
@@ -114,7 +118,8 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
     with hosts.context():
       batch = zero_batch(hosts, shape, keys, micro_batch_size, num_micro)
       mb = update_lib.micro_batches(batch)[0]
-      lowered = accumulate.lower(params, rest, params, mb, packed_width=shape.packed_width)
+      lowered = accumulate.lower(params, rest, params, mb, packed_width=shape.packed_width,
+                                 shared_prefix=shape.shared_prefix)
     futures.append(pool.submit(_timed_compile, lowered))
   pool.shutdown(wait=False)
   return futures
@@ -122,15 +127,17 @@ def compile_update_programs(train_step: Callable, params, rest, hosts, shapes: I
 
 def compile_stage(view, settings: update_lib.UpdateSettings, train_step: Callable, params, rest,
                   hosts, prompt_lengths: Iterable[int], sampler_logp: bool, widest_only: bool = False,
-                  skip: Iterable[UpdateShape] = ()) -> dict[UpdateShape, concurrent.futures.Future]:
+                  skip: Iterable[UpdateShape] = (), shared_prefix: int = 0
+                  ) -> dict[UpdateShape, concurrent.futures.Future]:
   """compile_update_programs for the shapes of a trainer stage (view: its rl config view), in up
   to 4 threads leaving one core to the caller: every shape its prompts can run, or with
   `widest_only` the widest one (the prompts' widest bucket, widest completion and packed widths),
-  less those in `skip` (built already); returns {shape: future}."""
+  less those in `skip` (built already), with the prompts' `shared_prefix` (update.common_prefix);
+  returns {shape: future}."""
   r, u = view.rollout, view.update_loop
   shapes = update_shapes(prompt_lengths, max_new_tokens=r.max_new_tokens,
                          length_multiple=u.length_multiple,
-                         rows_per_prompt=settings.rows_per_prompt)
+                         rows_per_prompt=settings.rows_per_prompt, shared_prefix=shared_prefix)
   skip = set(skip)
   shapes = [s for s in ([max(shapes)] if widest_only else shapes) if s not in skip]
   if not shapes:

@@ -44,6 +44,12 @@ class ConstantOnProcess0(toy_task.TargetShareReward):
     return out
 
 
+def prompt_fn(example):
+  """The toy prompt after 16 words of instructions every prompt shares: the update runs them once
+  per micro-batch on both hosts (update_loop.common_prefix_min_tokens)."""
+  return " ".join(f"w{3 + i}" for i in range(16)) + " " + toy_task.prompt_fn(example)
+
+
 def make_trainer(checkpoint, workdir, *, dapo_rounds: int = 0) -> trainer_lib.Trainer:
   """The toy GRPO run, identical on one process and two (micro-batch = all of a host's rows).
 
@@ -54,13 +60,14 @@ def make_trainer(checkpoint, workdir, *, dapo_rounds: int = 0) -> trainer_lib.Tr
   c.model.path = str(checkpoint)
   c.mesh = ml_collections.ConfigDict(MESH)
   c.update_loop.micro_batch_size = PROMPTS * GROUP // jax.process_count()
+  c.update_loop.common_prefix_min_tokens = 16
   c.dapo.dynamic_sampling = dapo_rounds > 0
   c.dapo.max_sampling_rounds = dapo_rounds
   reward = ConstantOnProcess0() if dapo_rounds else toy_task.TargetShareReward()
   return trainer_lib.Trainer(c, tokenizer=toy_task.make_tokenizer(),
                              reward_functions=[("toy", 1.0, reward)],
                              datasets={"toy": toy_task.make_examples(64)},
-                             prompt_fn=toy_task.prompt_fn)
+                             prompt_fn=prompt_fn)
 
 
 def run(checkpoint, workdir, *, resume: bool) -> tuple[list[dict], dict[str, np.ndarray]]:
@@ -135,7 +142,8 @@ def main(coordinator, num_processes, process_id, checkpoint, workdir, out_path):
   rounds = dapo.train(max_steps=1)[0]["dapo/sampling_rounds"]
   _log(f"dapo rounds {rounds:g} checksum {_checksum(dapo.params)!r}")
   if jax.process_index() == 0:
-    keys = sorted(k for k in history[0] if not k.startswith(("time/", "throughput/", "perf/")))
+    keys = sorted(k for k in history[0] if not k.startswith(("time/", "throughput/", "perf/"))
+                  or k == "throughput/common_prefix_tokens")
     np.savez(out_path, metric_names=np.array(keys),
              metrics=np.array([[h[k] for k in keys] for h in history], np.float64),
              **{f"param{p}": v for p, v in params.items()})

@@ -86,6 +86,8 @@ def test_two_processes_train_like_one(tiny_checkpoint, tmp_path, distributed_lau
   for i, name in enumerate(names):
     np.testing.assert_allclose(got["metrics"][:, i], want[:, i], rtol=1e-5, atol=1e-6, err_msg=name)
   assert want[:, names.index("reward/std")].max() > 0  # the steps had something to learn from
+  # The 16 words of instructions every prompt begins with ran once per micro-batch on both hosts.
+  assert (got["metrics"][:, names.index("throughput/common_prefix_tokens")] == 16).all()
   # Parameters: cross-process sums add in another order (float32 round-off ~1e-7 in a gradient).
   # Adam's first steps move a weight by lr * g / (|g| + eps), so where |g| is tiny that round-off is
   # amplified towards lr; atol = 1e-3 * lr (1e-5) bounds it while any real divergence (a different

@@ -1,6 +1,6 @@
 """The jitted update on a tiny model: finite-difference gradients, exact micro-batching, 8-device parity,
-padding trims, remat, shared prompts and bucketed widths, ARENA's log-prob temperature and
-per-micro-batch token means. The non-finite guard: test_update_guard.py."""
+padding trims, remat, shared prompts, a prompt prefix run once, bucketed widths, ARENA's log-prob
+temperature and per-micro-batch token means. The non-finite guard: test_update_guard.py."""
 
 import dataclasses
 
@@ -162,6 +162,54 @@ def test_shared_prompt_update_equals_per_row(tiny, rows_per_prompt, mesh_axes, t
   real = micro_batches(batch, 2)["loss_mask"]  # values after a row's last loss token are arbitrary
   np.testing.assert_allclose(np.where(real, lps[1], 0), np.where(real, lps[0], 0), rtol=1e-5,
                              atol=1e-5)
+
+
+def _common_prefix_batch(rows_per_prompt: int, common: int, seed: int):
+  """random_batch with longer prompts [N, LP + 6]: each group of `rows_per_prompt` rows has its
+  own prompt of `common`..LP + 6 real tokens (left-padded), all of them beginning with the same
+  `common` tokens."""
+  batch = random_batch(96, seed=seed)
+  rng = np.random.default_rng(seed)
+  width = LP + 6
+  shared = rng.integers(3, 96, common)
+  ids, mask = np.zeros((N, width), np.int32), np.zeros((N, width), bool)
+  for g in range(0, N, rows_per_prompt):
+    n = int(rng.integers(common + (g == 0), width + 1))  # one prompt of exactly `common` tokens
+    prompt = np.concatenate([shared, rng.integers(3, 96, n - common)])
+    ids[g:g + rows_per_prompt, width - n:], mask[g:g + rows_per_prompt, width - n:] = prompt, True
+  batch.update(prompt_ids=ids, prompt_mask=mask)
+  return batch
+
+
+@pytest.mark.parametrize("n_micro,mesh_axes", [
+    (1, None),                                  # 4 groups of 2 in one micro-batch
+    (2, {"data": 2, "fsdp": 2, "tensor": 2}),   # 2 groups per micro-batch over 4 batch shards
+])
+def test_a_common_prefix_run_once_gives_the_per_row_update(tiny, n_micro, mesh_axes):
+  """The leading tokens all prompts share, run once per micro-batch before each group's
+  [rest of prompt | packed completions] (shared_prefix), give the per-row update and reference
+  log-probs; the host measures that prefix (update.common_prefix). A prefix the prompts do not
+  share gives other log-probs (the promise is what makes it exact)."""
+  rows_per_prompt, common = 2, 4
+  batch = _common_prefix_batch(rows_per_prompt, common, seed=8)
+  assert update.common_prefix(batch, minimum=2, multiple=2) == common
+  assert update.common_prefix(batch, minimum=2, multiple=3) == 3
+  assert update.common_prefix(batch, minimum=5, multiple=1) == 0
+  want = update_grads(models.load_pretrained(tiny), batch, n_micro)
+  shared = dataclasses.replace(SETTINGS, rows_per_prompt=rows_per_prompt)
+  width = update.packed_width(batch, rows_per_prompt)
+  mesh = parallel.make_mesh(mesh_axes) if mesh_axes else None
+  got = update_grads(models.load_pretrained(tiny, mesh=mesh), batch, n_micro, mesh=mesh,
+                     settings=shared, packed_width=width, shared_prefix=common)
+  assert_same_update(got, want)
+  graphdef, params, rest = update.split_model(models.load_pretrained(tiny))
+  lps = [np.asarray(update.make_logprob_fn(graphdef, s)(params, rest, micro_batches(batch, n_micro),
+                                                        packed_width=w, shared_prefix=c))
+         for s, w, c in ((SETTINGS, None, 0), (shared, width, common), (shared, width, common + 1))]
+  real = micro_batches(batch, n_micro)["loss_mask"]
+  lps = [np.where(real, lp, 0) for lp in lps]
+  np.testing.assert_allclose(lps[1], lps[0], rtol=1e-5, atol=1e-5)
+  assert np.abs(lps[2] - lps[0]).max() > 1e-3
 
 
 def _arena_like_config(**loss):

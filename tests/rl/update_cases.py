@@ -49,7 +49,8 @@ def grad_capture():
                                       lambda g, s, p=None: (jax.tree.map(jnp.zeros_like, g), g))
 
 
-def update_grads(model, batch, n_micro, mesh=None, settings=SETTINGS, packed_width=None):
+def update_grads(model, batch, n_micro, mesh=None, settings=SETTINGS, packed_width=None,
+                 shared_prefix=0):
   """(gradient, metrics) of one jitted train step on `batch` in n_micro micro-batches, on `mesh` if
   given (the batch sharded over its batch axes)."""
   graphdef, params, rest = update.split_model(model)
@@ -57,12 +58,14 @@ def update_grads(model, batch, n_micro, mesh=None, settings=SETTINGS, packed_wid
   step = update.make_train_step(graphdef, opt, settings)
   mb = micro_batches(batch, n_micro)
   if mesh is None:
-    _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width)
+    _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width,
+                              shared_prefix=shared_prefix)
   else:
     mb = {k: jax.device_put(v, parallel.logical_sharding((None, "batch") + (None,) * (v.ndim - 2),
                                                           v.shape, mesh)) for k, v in mb.items()}
     with parallel.use_mesh(mesh):
-      _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width)
+      _, grads, metrics = step(params, rest, opt.init(params), mb, packed_width=packed_width,
+                              shared_prefix=shared_prefix)
   return jax.device_get(grads), jax.device_get(metrics)
 
 
