@@ -178,9 +178,8 @@ def make_train_step(graphdef: nnx.GraphDef, optimizer: optax.GradientTransformat
   then run once per micro-batch (logprobs.completion_logprobs). Each micro-batch runs in a jitted
   gradient program compiled once per shape, packed width and shared prefix; a jitted apply program
   then divides the summed gradients by the summed denominators and steps the optimizer. metrics:
-  name -> scalar (loss,
-  pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm, nonfinite/skipped,
-  nonfinite/first; logprob_gap_mean / _peak when the batch has sampler_logp: |log-prob − the
+  name -> scalar (loss, pg_loss, kl, entropy, clip fractions, ratio stats, grad_norm,
+  nonfinite/skipped, nonfinite/first; logprob_gap_mean / _peak when the batch has sampler_logp: |log-prob − the
   sampler's| of this update's loss pass over the loss tokens, losses.logprob_gap).
 
   Non-finite guard: when an advantage, the loss, the gradient or an updated parameter is NaN or
