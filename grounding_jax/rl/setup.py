@@ -277,6 +277,7 @@ def sampling_settings(view: ml_collections.ConfigDict, recipe: recipes.Recipe,
       group_size=group_size or r.group_size, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
       top_p=r.top_p, top_k=r.top_k, stop=stop, max_prompt_tokens=r.max_prompt_tokens,
       max_turns=r.max_turns, tool=tool if r.max_turns > 1 else None,
+      shared_prefix_min_tokens=r.common_prefix_min_tokens,
       fuse_projections=engine.fuse_projections_enabled(r.fuse_projections),
       tool_format=getattr(recipe, "tool_format", None) or tools.ToolFormat())
 

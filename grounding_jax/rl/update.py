@@ -127,7 +127,7 @@ def settings_from_config(c, samples_per_prompt: int | None = None) -> UpdateSett
                         chunk_size=c.loss.logprob_chunk_size, remat=c.loss.logprob_remat,
                         on_policy=on_policy, rows_per_prompt=g if shared else 1,
                         gpu_gemm=u.gpu_gemm,
-                        common_prefix_min=u.common_prefix_min_tokens if shared else 0)
+                        common_prefix_min=c.rollout.common_prefix_min_tokens if shared else 0)
 
 
 # What `nonfinite/first` names (1-based; 0 = every quantity finite), in the order one feeds the next:

@@ -13,7 +13,9 @@ x G = 4 of ~270 tokens: ~35 -> ~31 s per call). With G = 1 the prompt's keys and
 the row's own [N, Lp + Ln] cache, as a plain KV cache does — unless every prompt of the batch
 begins with the same tokens (an evaluation batch: one chat template and one recipe's instructions,
 236 of TruthRL's ~350 prompt tokens): then `prefill_after_prefix` runs that prefix once, the rows'
-caches hold only what follows it, and the decode steps read the prefix once for all rows.
+caches hold only what follows it, and the decode steps read the prefix once for all rows. With
+G > 1 the same prefill runs the prefix once, and `join_prefix` puts it in front of each prompt's
+cache, which decoding reads once per group as before.
 
 The decode cache is allocated once per shape and DONATED to `decode`, which returns it; `KVCachePool`
 keeps it for the next call of the same shape, so steady-state generation allocates no cache memory.
@@ -167,6 +169,24 @@ def _prefill_after_prefix(graphdef, state, prefix_ids, prefix_mask, prompt_ids, 
 
 
 prefill_after_prefix = jax.jit(_prefill_after_prefix, static_argnums=0)
+
+
+def _join_prefix(prefix_cache, prefix_mask, cache, mask):
+  """Each row's prompt cache with the batch-shared prefix's in front ([P, Sp + Lp] slots and mask:
+  the prefix's padding, its tokens, the row's padding, the row's tokens), for decoding G samples a
+  prompt from `prefill_after_prefix`'s caches; keys keep the RoPE positions they were run at."""
+  rows = mask.shape[0]
+  join = lambda shared, own: jnp.concatenate(
+      [jnp.broadcast_to(shared, (rows, *shared.shape[1:])), own.astype(shared.dtype)],
+      axis=_LENGTH_AXIS)
+  joined = KVCache(k=tuple(map(join, prefix_cache.k, cache.k)),
+                   v=tuple(map(join, prefix_cache.v, cache.v)))
+  mask = jnp.concatenate([jnp.broadcast_to(prefix_mask, (rows, prefix_mask.shape[1])),
+                          mask.astype(bool)], axis=1)
+  return _constrain_cache(joined), mask
+
+
+join_prefix = jax.jit(_join_prefix)
 
 
 def _decode(graphdef, config: DecodeConfig, state, cache, prompt_cache, prompt_logits, prompt_mask,

@@ -263,11 +263,13 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
       each); they run as one global batch (process p's rows after those of processes < p, which
       fixes each row's key) and each process gets back only its own rows.
     rules: logical-axis rules; default grounding_jax.parallel.DEFAULT_RULES.
-    shared_prefix_min_tokens: with one sample per prompt and no mesh, when every prompt begins
-      with the same tokens (a recipe's chat template and instructions) and there are at least this
-      many of them, they are prefilled once for the batch and every decode step reads them once
-      (`engine.prefill_after_prefix`); 0 = off. The same computation in another order (outputs
-      equal up to float rounding); `Generation.prompt_ids` are the whole prompts either way.
+    shared_prefix_min_tokens: without a mesh, when every prompt begins with the same tokens (a
+      recipe's chat template and instructions) and there are at least this many of them, they are
+      prefilled once for the batch (`engine.prefill_after_prefix`); with one sample per prompt
+      every decode step then reads them once, with groups of samples (GRPO) each prompt's cache
+      is the prefix's joined to its own (`engine.join_prefix`), read once per group as without
+      it. 0 = off. The same computation in another order (outputs equal up to float rounding);
+      `Generation.prompt_ids` are the whole prompts either way.
     fuse_projections: run each layer's q/k/v projections as one GEMM and gate/up as one, on
       weights concatenated once for this call (engine.inference_state): the same numbers up to
       float rounding; off by default until measured faster on a GPU (docs/benchmarks.md).
@@ -296,7 +298,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
   ids, mask = _with_filler_rows(ids, mask, padded_prompts, pad_id)
   g = int(num_samples)
   split = None
-  if shared_prefix_min_tokens > 0 and g == 1 and mesh is None:
+  if shared_prefix_min_tokens > 0 and mesh is None:
     split = _split_shared_prefix(ids[:num_prompts], mask[:num_prompts], pad_id,
                                  int(shared_prefix_min_tokens))
   n = padded_prompts * g
@@ -332,6 +334,9 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
           graphdef, state, jnp.asarray(prefix_ids), jnp.asarray(prefix_mask), ids_d, mask_d)
       shared = (prefix_cache, jnp.asarray(prefix_mask))
       lp = rest_ids.shape[1]
+      if g > 1:  # a group reads its prompt's cache once a step: the prefix becomes part of it
+        prompt_cache, mask_d = engine.join_prefix(prefix_cache, shared[1], prompt_cache, mask_d)
+        shared, lp = None, mask_d.shape[1]
     jax.block_until_ready(prompt_logits)
     prefill_seconds = time.perf_counter() - start
     cache = engine.POOL.take(model, n * spanned_processes(mesh), ln if g > 1 else lp + ln, mesh)

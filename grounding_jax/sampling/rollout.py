@@ -39,7 +39,7 @@ class SamplingSettings:
   stop: tuple[str, ...] = ()
   max_prompt_tokens: int = 0  # 0 = no limit; longer prompts lose tokens on the left (or, with
                               # config.rollout.overlong_prompts="drop", never reach the sampler)
-  shared_prefix_min_tokens: int = 0  # G = 1: a batch's common prompt prefix of at least this many
+  shared_prefix_min_tokens: int = 0  # a batch's common prompt prefix of at least this many
                                      # tokens is prefilled once (generate_ids); 0 = off
   max_turns: int = 1  # generation segments; > 1: the policy may call `tool` (sampling/multiturn.py)
   fuse_projections: bool = False  # q/k/v and gate/up as one GEMM each (generate_ids)

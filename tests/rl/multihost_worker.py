@@ -46,7 +46,7 @@ class ConstantOnProcess0(toy_task.TargetShareReward):
 
 def prompt_fn(example):
   """The toy prompt after 16 words of instructions every prompt shares: the update runs them once
-  per micro-batch on both hosts (update_loop.common_prefix_min_tokens)."""
+  per micro-batch on both hosts (rollout.common_prefix_min_tokens)."""
   return " ".join(f"w{3 + i}" for i in range(16)) + " " + toy_task.prompt_fn(example)
 
 
@@ -60,7 +60,7 @@ def make_trainer(checkpoint, workdir, *, dapo_rounds: int = 0) -> trainer_lib.Tr
   c.model.path = str(checkpoint)
   c.mesh = ml_collections.ConfigDict(MESH)
   c.update_loop.micro_batch_size = PROMPTS * GROUP // jax.process_count()
-  c.update_loop.common_prefix_min_tokens = 16
+  c.rollout.common_prefix_min_tokens = 16
   c.dapo.dynamic_sampling = dapo_rounds > 0
   c.dapo.max_sampling_rounds = dapo_rounds
   reward = ConstantOnProcess0() if dapo_rounds else toy_task.TargetShareReward()

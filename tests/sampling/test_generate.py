@@ -126,8 +126,9 @@ def test_prefill_in_query_chunks_samples_as_one_block_does(tiny_checkpoint, sett
 
 def test_batch_shared_prefix_generates_as_whole_prompts(tiny_llama):
   """Prompts that all begin with the same tokens (a recipe's instructions), prefilled once for the
-  batch and read once per decode step, give the whole prompts' greedy tokens and log-probs; a batch
-  whose common prefix is shorter than the minimum, or a group of samples, runs whole prompts."""
+  batch and read once per decode step, give the whole prompts' greedy tokens and log-probs, and so
+  do groups of sampled completions (the prefix joined to each prompt's cache); a batch whose common
+  prefix is shorter than the minimum runs whole prompts."""
   _, model = tiny_llama
   rest, rest_mask = random_prompts((4, 9, 1, 6), 96, seed=3)
   common = np.random.default_rng(8).integers(3, 96, 13).astype(np.int32)
@@ -143,8 +144,13 @@ def test_batch_shared_prefix_generates_as_whole_prompts(tiny_llama):
   np.testing.assert_array_equal(shared.prompt_ids, plain.prompt_ids)
   sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=14, **settings)
   assert sampling.last_stats()["shared_prefix_bucket"] == 0
-  sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=8, num_samples=2, **settings)
-  assert sampling.last_stats()["shared_prefix_bucket"] == 0
+  groups = dict(num_samples=3, temperature=1.0, seed=jax.random.key(2), **settings)
+  plain = sampling.generate_ids(model, ids, mask, **groups)
+  shared = sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=8, **groups)
+  assert sampling.last_stats()["shared_prefix_bucket"] == sampling.bucket_length(13)
+  np.testing.assert_array_equal(shared.token_ids, plain.token_ids)
+  np.testing.assert_allclose(shared.logprobs, plain.logprobs, atol=1e-5, rtol=0)
+  assert len(set(map(tuple, plain.token_ids[:3]))) > 1  # the group's samples differ
 
 
 # (top-p alone is covered at the selection level in test_selection.py; each case here is a compile.)

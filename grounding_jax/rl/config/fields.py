@@ -189,6 +189,15 @@ ROLLOUT = (
           "rounding. 'auto' = on a GPU (an H200: decode 7 % faster, its compile 4 s shorter; "
           "docs/benchmarks.md), off elsewhere (unmeasured on TPU; slower for tiny CPU models) | "
           "'on' | 'off'", choices=engine.FUSE_MODES),
+    # Exact: the leading tokens all prompts of a step share (chat template, instructions; 224 of the
+    # demo's 330-377-token prompts) run once: in the rollout's prefill (without a mesh, one turn;
+    # sampling.generate_ids) and once per update micro-batch, each group's stream being the rest of
+    # its prompt and its packed completions (with update_loop.share_prompts;
+    # logprobs.completion_logprobs(shared_prefix=); update.common_prefix: measured per step on the
+    # host, rounded down to a multiple of 16).
+    Field("rollout.common_prefix_min_tokens", 32, int, "the fewest leading tokens all of a step's "
+          "prompts share for them to run once in the rollout's prefill and once per update "
+          "micro-batch; 0 = never", lo=0, why="0 = never"),
     Field("rollout.options", {}, dict, "the recipe's rollout options (Recipe.rollout), e.g. LEAR's",
           why="the recipe's rollout options"),
 )
@@ -349,13 +358,6 @@ UPDATE_LOOP = (
     # up to update.packed_bucket). Applies when micro_batch_size is a multiple of group_size.
     Field("update_loop.share_prompts", True, bool, "run each group's prompt once per micro-batch, "
           "its G completions packed after it (Transformer.hidden_states_shared_prefix)"),
-    # Exact: the leading tokens all prompts of a step share (chat template, instructions; 236 of the
-    # demo's ~354-token prompts) run once per micro-batch, each group's stream being the rest of its
-    # prompt and its packed completions (logprobs.completion_logprobs(shared_prefix=)); measured
-    # per step on the host (update.common_prefix), rounded down to a multiple of 16.
-    Field("update_loop.common_prefix_min_tokens", 32, int, "with share_prompts: the fewest leading "
-          "tokens all of a step's prompts share for them to run once per micro-batch; 0 = never",
-          lo=0, why="0 = never"),
     # "widest": the program a step most likely runs (its prompts' bucket at the widest completion
     # and packed widths, needed by any group filling over 3/4 of G × max_new_tokens), unless a step
     # built it already; it costs one program per prompt bucket that short completions never use (a
