@@ -139,19 +139,24 @@ def sampler_flops(config, stats: Mapping[str, Any]) -> tuple[float, float]:
   while_loop whose trip count is data-dependent, so its compiled cost would count one step.
 
   Per token: the layers' projections (q, k, v, o; gate, up, down) and the LM head; per attended
-  slot: q·k and p·v. Prefill runs prompt_rows x prompt_bucket tokens over a causal square (the
-  head on the last position only); decode runs decode_steps x rows tokens, each attending to the
-  prompt bucket plus the generation bucket (the cache's full width).
+  slot: q·k and p·v. Prefill runs a batch-shared prefix once (shared_prefix_bucket tokens over a
+  causal square; 0 without one), then prompt_rows x prompt_bucket tokens (each prompt's tokens
+  after that prefix) over a causal square and the prefix (the head on the last position only);
+  decode runs decode_steps x rows tokens, each attending to the prefix, the prompt bucket and the
+  generation bucket (the cache's full width).
 
   Args:
     config: a grounding_jax.models.config.ModelConfig (hidden_size, num_heads, ...).
-    stats: prompt_rows, rows, prompt_bucket, new_tokens_bucket, decode_steps.
+    stats: prompt_rows, rows, prompt_bucket, new_tokens_bucket, decode_steps; shared_prefix_bucket
+      (optional).
   """
   per_token, head = matmul_flops_per_token(config)
   per_slot = attention_flops_per_slot(config)
   lp, ln = stats["prompt_bucket"], stats["new_tokens_bucket"]
-  prefill = stats["prompt_rows"] * (lp * per_token + head + lp * lp * per_slot)
-  decode = stats["decode_steps"] * stats["rows"] * (per_token + head + (lp + ln) * per_slot)
+  sp = stats.get("shared_prefix_bucket", 0)
+  prefill = (sp * per_token + sp * sp * per_slot
+             + stats["prompt_rows"] * (lp * per_token + head + lp * (lp + sp) * per_slot))
+  decode = stats["decode_steps"] * stats["rows"] * (per_token + head + (sp + lp + ln) * per_slot)
   return float(prefill), float(decode)
 
 
@@ -161,13 +166,15 @@ def decode_read_bytes(config, stats: Mapping[str, Any], itemsize: int) -> float:
 
   The weights, in the sampler's compute dtype (`itemsize` bytes), once per step — an untied input
   embedding only by its looked-up rows (counted 0) — and the K and V of every cached token the live
-  rows attend to: the shared prefix once, each prompt's bucket once (its G samples share it), and
-  each row's own tokens, decode_steps / 2 on average over the call.
+  rows attend to: the shared prefix once (once per prompt when it was joined to each prompt's cache
+  for groups of samples: shared_prefix_copies), each prompt's bucket once (its G samples share
+  it), and each row's own tokens, decode_steps / 2 on average over the call.
   """
   weights = param_count(config) - (0 if config.tie_word_embeddings
                                    else config.vocab_size * config.hidden_size)
   kv_per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim
-  tokens = (stats.get("shared_prefix_bucket", 0) + stats["prompt_rows"] * stats["prompt_bucket"]
+  prefix = stats.get("shared_prefix_bucket", 0) * stats.get("shared_prefix_copies", 1)
+  tokens = (prefix + stats["prompt_rows"] * stats["prompt_bucket"]
             + stats["rows"] * stats["decode_steps"] / 2)
   return float(itemsize * (weights + kv_per_token * tokens))
 

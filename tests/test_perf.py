@@ -87,6 +87,19 @@ def test_decode_read_bytes_are_weights_and_the_live_cache():
   untied = dataclasses.replace(tied, tie_word_embeddings=False)
   assert perf.param_count(untied) == perf.param_count(tied) + 100 * 8
   assert perf.decode_read_bytes(untied, stats, 2) == perf.decode_read_bytes(tied, stats, 2)
+  # Joined to each of the 3 prompts' caches (groups of samples), the prefix is read 3 times.
+  joined = dict(stats, shared_prefix_copies=3)
+  assert perf.decode_read_bytes(tied, joined, 2) == perf.decode_read_bytes(tied, stats, 2) + (
+      2 * kv_per_token * 2 * 5)
+  # A prefix run once costs less prefill than the same tokens in every prompt, and each prompt's
+  # tokens and every decode step attend to it.
+  whole = dict(stats, prompt_bucket=15, shared_prefix_bucket=0)
+  per_token, head = perf.matmul_flops_per_token(tied)
+  per_slot = perf.attention_flops_per_slot(tied)
+  prefill, decode = perf.sampler_flops(tied, dict(stats, new_tokens_bucket=4))
+  assert prefill == 5 * per_token + 25 * per_slot + 3 * (10 * per_token + head + 10 * 15 * per_slot)
+  assert decode == 4 * 6 * (per_token + head + (5 + 10 + 4) * per_slot)
+  assert prefill < perf.sampler_flops(tied, dict(whole, new_tokens_bucket=4))[0]
 
 
 def test_ceilings_are_measured_and_fractions_are_against_them():

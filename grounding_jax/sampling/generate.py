@@ -336,7 +336,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
       lp = rest_ids.shape[1]
       if g > 1:  # a group reads its prompt's cache once a step: the prefix becomes part of it
         prompt_cache, mask_d = engine.join_prefix(prefix_cache, shared[1], prompt_cache, mask_d)
-        shared, lp = None, mask_d.shape[1]
+        shared = None
     jax.block_until_ready(prompt_logits)
     prefill_seconds = time.perf_counter() - start
     cache = engine.POOL.take(model, n * spanned_processes(mesh), ln if g > 1 else lp + ln, mesh)
@@ -353,6 +353,7 @@ def generate_ids(model, prompt_ids, prompt_mask, *, max_new_tokens: int,
                decode_steps=int(steps), prompt_rows=padded_prompts, rows=n,
                prompt_bucket=lp, new_tokens_bucket=ln,
                shared_prefix_bucket=0 if split is None else split[0].shape[1],
+               shared_prefix_copies=padded_prompts if split is not None and g > 1 else 1,
                fused_projections=bool(fused))
 
   rows, width = num_prompts * g, int(max_new_tokens)

@@ -147,7 +147,9 @@ def test_batch_shared_prefix_generates_as_whole_prompts(tiny_llama):
   groups = dict(num_samples=3, temperature=1.0, seed=jax.random.key(2), **settings)
   plain = sampling.generate_ids(model, ids, mask, **groups)
   shared = sampling.generate_ids(model, ids, mask, shared_prefix_min_tokens=8, **groups)
-  assert sampling.last_stats()["shared_prefix_bucket"] == sampling.bucket_length(13)
+  stats = sampling.last_stats()
+  assert stats["shared_prefix_bucket"] == sampling.bucket_length(13)
+  assert stats["shared_prefix_copies"] == 4  # joined to each prompt's cache
   np.testing.assert_array_equal(shared.token_ids, plain.token_ids)
   np.testing.assert_allclose(shared.logprobs, plain.logprobs, atol=1e-5, rtol=0)
   assert len(set(map(tuple, plain.token_ids[:3]))) > 1  # the group's samples differ
