@@ -183,12 +183,6 @@ def startup_report(costs: Mapping[str, perf.ProgramCost], model_config, *, rows:
   return "\n".join(lines)
 
 
-def prompt_lengths(examples, prompt_fn, tokenizer, max_prompt_tokens: int) -> list[int]:
-  """Token lengths of the examples' prompts, cut at max_prompt_tokens (0 = no limit) as the
-  sampler cuts them."""
-  return [len(t) for t in prompt_tokens(examples, prompt_fn, tokenizer, max_prompt_tokens)] or [1]
-
-
 def prompt_tokens(examples, prompt_fn, tokenizer, max_prompt_tokens: int) -> list[list[int]]:
   """The examples' prompts as token ids, at most max_prompt_tokens (0 = no limit) of them."""
   ids = [tokenizer(prompt_fn(ex), add_special_tokens=False)["input_ids"] for ex in examples]

@@ -92,7 +92,8 @@ def test_compile_ahead_leaves_step_one_nothing_to_compile_in_the_update(tiny_che
   c.loss.logprob_chunk_size = 40  # programs no other test compiled in this process
   tr = toy_task.make_trainer(tiny_checkpoint("llama"), tmp_path, c)
   history, compiles = _compiles_of("accumulate", tr.train)
-  lengths = step_perf.prompt_lengths(toy_task.make_examples(64), toy_task.prompt_fn, tr.tokenizer, 0)
+  lengths = [len(t) for t in step_perf.prompt_tokens(toy_task.make_examples(64), toy_task.prompt_fn,
+                                                        tr.tokenizer, 0)]
   listed = update_programs.update_shapes(lengths, max_new_tokens=c.rollout.max_new_tokens,
                                          length_multiple=c.update_loop.length_multiple,
                                          rows_per_prompt=c.rollout.group_size)
@@ -113,7 +114,7 @@ def test_compile_ahead_widest_builds_the_widest_program_of_a_steps_prompts(tiny_
   # The step's prompts as a fresh stream hands them out, at the widest completion and packed widths.
   first = data_stream.ExampleStream(toy_task.make_examples(64), seed=st.data.seed + view.seed,
                                     shuffle=st.data.shuffle, position=8).take(4)
-  lengths = step_perf.prompt_lengths(first, toy_task.prompt_fn, tr.tokenizer, 0)
+  lengths = [len(t) for t in step_perf.prompt_tokens(first, toy_task.prompt_fn, tr.tokenizer, 0)]
   widest = update_programs.UpdateShape(update_lib.prompt_bucket(max(lengths)),
                                        c.rollout.max_new_tokens, 4 * c.rollout.max_new_tokens)
   pending = stage.compile_ahead(tr.run, tr.params, tr.rest, stream.peek(4))
