@@ -40,7 +40,10 @@ prompts share (`abstention.control="project"`, rl/abstention.py; with the defaul
 `last` — the GRPO row is the last step, no validation (before issue 34's runs 76-79; by default it
 is the step with the best balanced accuracy on 32 dev questions of the world, validated every 2
 steps: `evals.split="dev"`, `checkpoint.best_metric`); `best` — the default, kept so the commands
-of runs 67-79 still run; `runlocal` — the same as none (every configs/*.py has a :runlocal).
+of runs 67-79 still run; `correct_unanswerable=X` — the reward of a right answer whose passages
+do not hold it (a gold_removed copy answered from what earlier steps taught the policy; default
+1, the paper's; −1 pays only answers the passages support: tried on dev world 15, not the
+default); `runlocal` — the same as none (every configs/*.py has a :runlocal).
 
 Why TruthRL. Its ternary reward (+1 correct, 0 `\boxed{I don't know}`, −1 wrong or no box) scores
 both things a grounded model must do with one short, exactly-checkable answer: answer from the
@@ -137,8 +140,11 @@ DEV_QUESTIONS = 32
 PRESETS = ("sft", "sft2", "dev", "runlocal", "group", "contrast", "dual", "project", "best", "last")
 # `:key=value` presets: world=N (the world seed); abstain_answerable=X (TruthRL's reward for an
 # abstention whose passages hold the answer, recipes/truthrl: abstain_reward_answerable; 0 = the
-# paper's).
-VALUED = ("world", "abstain_answerable")
+# paper's); correct_unanswerable=X (its reward for a right answer the passages do not hold, e.g. on
+# a gold_removed copy: correct_reward_unanswerable; 1 = the paper's).
+VALUED = ("world", "abstain_answerable", "correct_unanswerable")
+REWARD_PRESETS = {"abstain_answerable": "abstain_reward_answerable",
+                  "correct_unanswerable": "correct_reward_unanswerable"}
 
 
 def _data(seed: int) -> dict:
@@ -266,11 +272,13 @@ def get_config(arg=None):
     c.reward.functions[0].options.abstain_reward_answerable = 0.0
   if "group" in parts:  # before issue 34: one group per prompt, 5 + 3 prompts a step
     c.stages[0].data.evidence_contrast = ""
-  if "abstain_answerable" in valued:
-    try:
-      value = float(valued["abstain_answerable"])
-    except ValueError:
-      raise ValueError(f"configs/demo.py:{arg}: abstain_answerable={valued['abstain_answerable']!r} "
-                       "must be a number in [-1, 1]") from None
-    c.reward.functions[0].options.abstain_reward_answerable = value
+  for key, option in REWARD_PRESETS.items():
+    if key in valued:
+      try:
+        value = float(valued[key])
+      except ValueError:
+        raise ValueError(f"configs/demo.py:{arg}: {key}={valued[key]!r} must be a number in "
+                         "[-1, 1]") from None
+      with c.reward.functions[0].options.unlocked():
+        c.reward.functions[0].options[option] = value
   return c

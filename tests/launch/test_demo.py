@@ -58,6 +58,8 @@ def test_demo_presets_of_the_grpo_stage():
   assert dual.stages[0].data.evidence_contrast == "gold_removed"
   assert module.get_config("world=3,abstain_answerable=-1.0").reward.functions[0].options[
       "abstain_reward_answerable"] == -1.0
+  options = module.get_config("world=3,correct_unanswerable=-1").reward.functions[0].options
+  assert options["correct_reward_unanswerable"] == -1.0 and options["abstain_reward_answerable"] == -0.5
   # By default validated on the dev split, the best step kept; `:best` says the same; `:last` not.
   last = module.get_config("world=3,last")
   assert (base.evals.split, base.evals.dev_examples, base.checkpoint.best_metric) == (
@@ -67,7 +69,8 @@ def test_demo_presets_of_the_grpo_stage():
   assert not last.checkpoint.best_metric
   assert demo.grpo_model_ref("/w", base) == "/w/grpo@best" and demo.grpo_model_ref("/w", last) == "/w/grpo"
   for bad, message in (("dual,group", "dual goes with"), ("world=x", "non-negative integer"),
-                       ("price", "unknown preset"), ("best,last", "exclude each other")):
+                       ("price", "unknown preset"),
+                       ("correct_unanswerable=x", "must be a number"), ("best,last", "exclude each other")):
     with pytest.raises(ValueError, match=message):
       module.get_config(bad)
 

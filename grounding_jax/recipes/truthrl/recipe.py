@@ -140,14 +140,19 @@ class TruthRLReward(reward_fn.RewardFn):
   judges.build such as dict(kind="openai", ...), dict(kind="llm", path=...) or "exact_match"),
   abstain_reward (0; the v2 sweep used −0.5 / 0 / +0.5), abstain_reward_answerable (None = abstain_reward,
   the paper; else the reward of an abstention on a question whose passages hold the answer,
-  example.answerable True: ours, against the refusal corner, docs/training.md), invalid_question
+  example.answerable True: ours, against the refusal corner, docs/training.md),
+  correct_reward_unanswerable (None = 1.0, the paper's; else the reward of a right answer on a
+  question whose passages do NOT hold it, example.answerable False — e.g. the gold_removed copy of
+  an evidence-contrast group, whose answer can only come from what the policy memorised of earlier
+  steps: ours, so that only answers the passages support pay, docs/training.md), invalid_question
   ("penalize" | "gold"), box ("last" | "first" | "first_regex"; see text.tags.extract_boxed).
   Components: one 0/1 column per outcome in OUTCOMES.
   """
 
   def __init__(self, scheme: str = "ternary", base_scheme: str = "ternary", judge: Any = None,
                abstain_reward: float = 0.0, invalid_question: str = "penalize", box: str = "last",
-               abstain_reward_answerable: float | None = None, reasoning: str | None = None, reasoning_weight: float = 0.5):
+               abstain_reward_answerable: float | None = None, reasoning: str | None = None,
+               reasoning_weight: float = 0.5, correct_reward_unanswerable: float | None = None):
     if scheme not in _SCHEMES:
       raise ValueError(f"truthrl: scheme={scheme!r}; use one of {_SCHEMES}.")
     if base_scheme not in ("ternary", "binary"):
@@ -162,6 +167,9 @@ class TruthRLReward(reward_fn.RewardFn):
     if abstain_reward_answerable is not None and not -1.0 <= abstain_reward_answerable <= 1.0:
       raise ValueError(f"truthrl: abstain_reward_answerable={abstain_reward_answerable} must be None "
                        "or in [-1, 1].")
+    if correct_reward_unanswerable is not None and not -1.0 <= correct_reward_unanswerable <= 1.0:
+      raise ValueError(f"truthrl: correct_reward_unanswerable={correct_reward_unanswerable} must be "
+                       "None or in [-1, 1].")
     if reasoning not in (None, "multiplicative", "additive", "conditional"):
       raise ValueError(f"truthrl: reasoning={reasoning!r}; use None, 'multiplicative', 'additive' "
                        "or 'conditional'.")
@@ -185,6 +193,8 @@ class TruthRLReward(reward_fn.RewardFn):
     self.abstain_reward, self.invalid_question, self.box = float(abstain_reward), invalid_question, box
     self.abstain_reward_answerable = (None if abstain_reward_answerable is None
                                       else float(abstain_reward_answerable))
+    self.correct_reward_unanswerable = (None if correct_reward_unanswerable is None
+                                        else float(correct_reward_unanswerable))
     self.reasoning, self.reasoning_weight = reasoning, float(reasoning_weight)
     self.name = {"ternary": "truthrl", "binary": "truthrl_binary",
                  "knowledge_enhanced": "truthrl_knowledge"}[scheme]
@@ -254,6 +264,9 @@ class TruthRLReward(reward_fn.RewardFn):
         if (outcome == "abstain" and scheme == "ternary" and self.abstain_reward_answerable is not None
             and examples[i].answerable is True):
           reward[i] = self.abstain_reward_answerable
+        if (outcome == "correct" and self.correct_reward_unanswerable is not None
+            and examples[i].answerable is False):
+          reward[i] = self.correct_reward_unanswerable
     comp = {k: np.array([o == k for o in outcomes], dtype=np.float64) for k in OUTCOMES}
     if self.reasoning is not None:
       r_reason = np.asarray(reward_fn.require_extra(self.name, extra, "reasoning_scores", n), np.float64)

@@ -99,6 +99,19 @@ def test_abstain_reward_answerable_prices_only_abstentions_with_the_answer_in_th
     get_reward("truthrl", judge=EM, abstain_reward_answerable=2.0)
 
 
+def test_correct_reward_unanswerable_prices_only_right_answers_the_passages_do_not_hold():
+  idk, wrong, right = "\\boxed{I don't know}", "\\boxed{b}", "\\boxed{a}"
+  rows = [ex("a", answerable=False), ex("a", answerable=True), ex("a")]
+  fn = get_reward("truthrl", judge=EM, correct_reward_unanswerable=-1.0, abstain_reward_answerable=-0.5)
+  out = fn([right] * 3, rows)
+  np.testing.assert_array_equal(out["reward"], [-1.0, 1.0, 1.0])  # None (unlabelled): the paper's
+  np.testing.assert_array_equal(out["correct"], [1.0, 1.0, 1.0])  # still a right answer in the logs
+  np.testing.assert_array_equal(fn([idk, idk, wrong], rows)["reward"], [0.0, -0.5, -1.0])
+  assert get_reward("truthrl", judge=EM)([right], rows[:1])["reward"][0] == 1.0  # the paper's default
+  with pytest.raises(ValueError, match="correct_reward_unanswerable"):
+    get_reward("truthrl", judge=EM, correct_reward_unanswerable=1.5)
+
+
 @pytest.mark.parametrize("text,select,expected", [
     ("\\boxed{\\text{New York}}", "last", "\\text{New York}"),
     ("\\boxed{\\text{New York}}", "first_regex", "\\text{New York"),
