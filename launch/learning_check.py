@@ -56,9 +56,9 @@ import numpy as np
 from grounding_jax import checkpoints
 from grounding_jax import models
 from grounding_jax import parallel
-from grounding_jax import recipes
 from grounding_jax import sampling
 from grounding_jax.data import splits
+from grounding_jax.eval import check_report
 from grounding_jax.eval import comparison
 from grounding_jax.eval import from_config
 from grounding_jax.eval import harness
@@ -98,8 +98,6 @@ _BEST_METRIC = flags.DEFINE_string("best_metric", "eval/balanced_accuracy", "Wit
 _DEV_EXAMPLES = flags.DEFINE_integer("dev_examples", 32, "With --best_every: dev questions validated.")
 flags.mark_flags_as_required(["config"])
 
-# The training run's logged per-step metrics the table reports (rl/collect.py).
-TRAIN_FRACTIONS = ("truncated_frac", "zero_variance_frac")
 # A searching recipe's table adds whether it searches and what it found, and the two answerability
 # sides (issue 38: searches rise, answers from what was found, abstains where nothing was).
 SEARCH_METRICS = ("search/searching_frac", "search/calls_per_completion", "search/gold_recall",
@@ -228,58 +226,6 @@ def sft_warmup(config, steps: int, data_path: str | None = None, **options) -> s
   return str(folder)
 
 
-def training_fractions(history: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-  """{metric: {"first", "last", "mean"}} of the trainer's per-step TRAIN_FRACTIONS."""
-  return {k: {s: v[s] for s in ("first", "last", "mean")}
-          for k, v in report.training_signal(history, TRAIN_FRACTIONS).items()}
-
-
-def summary_rows(recipe_name: str, results, versus_start, versus_previous,
-                 extra_metrics: Sequence[str] = ()) -> list[dict[str, Any]]:
-  """[{metric, <row name>: value, ..., "vs_start": Interval, "vs_previous": Interval | None}] for the
-  reward, the recipe's headline metric and `extra_metrics` (harness row keys, e.g. answer_f1); the
-  intervals are the last row's difference."""
-  headline = recipes.get_recipe(recipe_name).headline_metric
-  names = list(dict.fromkeys(("reward", headline, *extra_metrics)))
-  return [{"metric": m, **{r.name: r.metrics.get(m) for r in results},
-           "vs_start": versus_start[-1].get(m),
-           "vs_previous": versus_previous[-1].get(m) if versus_previous else None}
-          for m in names]
-
-
-def _fmt(v) -> str:
-  return "—" if v is None or not np.isfinite(v) else f"{v:.3g}"
-
-
-def markdown(recipe_name: str, names: Sequence[str], rows, fractions, about: Mapping[str, Any]) -> str:
-  """The learning check's table and how it was made."""
-  head = ["metric", *names, f"Δ {names[-1]} − {names[0]} [95% CI]"]
-  if len(names) > 2:
-    head.append(f"Δ {names[-1]} − {names[-2]} [95% CI]")
-  lines = [f"# Learning check: recipe `{recipe_name}`", "", "| " + " | ".join(head) + " |",
-           "|" + "---|" * len(head)]
-  for r in rows:
-    cells = [r["metric"], *[_fmt(r[n]) for n in names], str(r["vs_start"] or "—")]
-    if len(names) > 2:
-      cells.append(str(r["vs_previous"] or "—"))
-    lines.append("| " + " | ".join(cells) + " |")
-  lines += ["", "| GRPO training (trainer's logged metrics) | first step | last step | mean over steps |",
-            "|---|---|---|---|"]
-  for k, v in fractions.items():
-    lines.append(f"| {k} | {v['first']:.3g} | {v['last']:.3g} | {v['mean']:.3g} |")
-  lines.append("")
-  for key in ("command", "split", "data", "sft_steps", "steps", "wall_seconds", "load_average",
-              *[k for k in about if k.startswith("ids_")]):
-    if key in about:
-      lines.append(f"- {key}: {about[key]}")
-  return "\n".join(lines) + "\n"
-
-
-def _interval_json(iv):
-  return None if iv is None else {"difference": iv.difference, "low": iv.low, "high": iv.high,
-                                  "confidence": iv.confidence}
-
-
 def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
                  sft_data: str | None = None, sft_options: Mapping[str, Any] | None = None):
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
@@ -363,13 +309,14 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
   report.write(out, settings.recipe, results, versus_start, about)
   if tool is not None:
     extra_metrics = (*extra_metrics, *SEARCH_METRICS)
-  rows = summary_rows(settings.recipe, results, versus_start, versus_previous, extra_metrics)
-  fractions = training_fractions(history)
-  text = markdown(settings.recipe, names, rows, fractions, about)
+  rows = check_report.summary_rows(settings.recipe, results, versus_start, versus_previous,
+                                   extra_metrics)
+  fractions = check_report.training_fractions(history)
+  text = check_report.markdown(settings.recipe, names, rows, fractions, about)
   (out / "learning_check.md").write_text(text)
   summary = {"recipe": settings.recipe, **about, "training": fractions,
-             "rows": [{**r, "vs_start": _interval_json(r["vs_start"]),
-                       "vs_previous": _interval_json(r["vs_previous"])} for r in rows],
+             "rows": [{**r, "vs_start": check_report.interval_json(r["vs_start"]),
+                       "vs_previous": check_report.interval_json(r["vs_previous"])} for r in rows],
              "metrics": {r.name: r.metrics for r in results},
              "history": [{k: v for k, v in h.items() if k == "step" or k.startswith((
                  "reward", "loss", "truncated", "zero_var", "completion_length", "time/step"))}
