@@ -24,6 +24,14 @@ model on our sampler instead, sharded over this process's devices (score rewards
       --config.reward.functions[0].options.judge.path=/ckpt/Qwen2.5-7B-Instruct --config.reward.num_workers=0 ...
 `:runlocal` (offline) uses exact match, which logs the paper's warning: training with a
 string-matching verifier collapsed to ~96 % abstention (Table 5).
+`:grounded` adds what holds a small model off the refusal and answering corners on the demo's worlds
+(docs/training.md "Evidence-contrast groups"; not the paper's): each question's G samples split
+between its gold passages and a copy without them (data.evidence_contrast), an abstention on a
+question whose passages hold the answer earns −0.5 instead of 0, and a right answer the passages do
+not hold −1 instead of +1 (a gold-removed copy answered from memory); with `:runlocal` the
+unanswerable contexts are unrelated passages, for training and evaluation. TruthRL's learning check:
+  python launch/learning_check.py --config=configs/truthrl.py:runlocal,grounded --sft_steps=128 \
+      --sft_world_offset=1000 --sft_answerable_ratio=0.625 --steps=16 --best_every=2
 
 Paper / VeRL code (arXiv:2509.25760 §3.2, App. A): 64 prompts per step and one optimizer update per
 rollout batch, G = 8, lr 1e-6 constant, β = 0.001 with k3 clamped to [−10, 10], ε = 0.2, temperature
@@ -41,16 +49,20 @@ PAPER_JUDGE = dict(kind="openai", base_url="", model="meta-llama/Llama-3.3-70B-I
                    api_key_env="", style="truthrl", timeout_seconds=60.0, max_retries=3,
                    concurrency=32)
 # A judge model on our sampler, sharded over the trainer process's devices (mesh axes as config.mesh).
+# `:grounded`'s prices: an abstention whose passages hold the answer (configs/demo.py's default), a
+# right answer they do not hold (configs/demo.py:correct_unanswerable=-1, docs/results.md).
+GROUNDED_ABSTAIN_ANSWERABLE = -0.5
+GROUNDED_CORRECT_UNANSWERABLE = -1.0
 SAMPLER_JUDGE = dict(kind="llm", path="", style="truthrl", max_new_tokens=64, batch_size=16,
                      mesh=dict(fsdp=-1))
 
 
 def get_config(arg=None):
   args = set(arg.split(",")) if arg else set()
-  unknown = args - {"runlocal", "llm_judge"}
+  unknown = args - {"runlocal", "llm_judge", "grounded"}
   if unknown:
-    raise ValueError(f"configs/truthrl.py:{arg}: unknown preset(s) {sorted(unknown)}; expected "
-                     "'runlocal', 'llm_judge' or both ('runlocal,llm_judge')")
+    raise ValueError(f"configs/truthrl.py:{arg}: unknown preset(s) {sorted(unknown)}; expected a "
+                     "comma-separated subset of 'runlocal', 'llm_judge', 'grounded'")
   c = rl_config.default_config()
   c.model.path = ""
   c.model.compute_dtype = "bfloat16"
@@ -85,6 +97,16 @@ def get_config(arg=None):
       c.reward.functions = [presets.reward_fn("truthrl", abstain_reward=0.0,
                                               judge=dict(kind="exact_match"))]
       c.evals.judges.judge = c.reward.functions[0].options.judge
+  if "grounded" in args:
+    for st in c.stages:
+      st.data.evidence_contrast = "gold_removed"
+    options = c.reward.functions[0].options
+    with options.unlocked():
+      options.abstain_reward_answerable = GROUNDED_ABSTAIN_ANSWERABLE
+      options.correct_reward_unanswerable = GROUNDED_CORRECT_UNANSWERABLE
+    if "runlocal" in args:  # synthetic: no name from the question in an unanswerable context
+      for spec in [st.data for st in c.stages] + [c.evals.data]:
+        spec.unanswerable = "unrelated"
   return c
 
 

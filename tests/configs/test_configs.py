@@ -137,6 +137,25 @@ def test_trust_instruct_variant_reads_the_templates_empty_think_block():
     module.get_config("instuct")
 
 
+def test_truthrl_grounded_preset_contrasts_evidence_and_prices_both_corners(tmp_path):
+  # :grounded is the demo's evidence-contrast training on TruthRL's recipe (its learning check): the
+  # reward built from the config prices an abstention on an answerable item −0.5 and a right answer
+  # on an item marked unanswerable (a gold-removed copy) −1; :runlocal's contexts become unrelated.
+  module = _load(ROOT / "configs" / "truthrl.py")
+  c = module.get_config("runlocal,grounded")
+  assert [st.data.evidence_contrast for st in c.stages] == ["gold_removed"]
+  assert c.stages[0].data.unanswerable == c.evals.data.unanswerable == "unrelated"
+  fn = get_reward("truthrl", **from_config.reward_options(c.reward.functions[0].options, str(tmp_path)))
+  answerable = Example(question="Where does Ada live?", answers=("Paris",), answerable=True)
+  removed = Example(question="Where does Ada live?", answers=("Paris",), answerable=False)
+  right, idk = "\\boxed{Paris}", "\\boxed{I don't know}"
+  scores = fn([right, idk, right, idk], [answerable, answerable, removed, removed])["reward"]
+  assert list(scores) == [1.0, -0.5, -1.0, 0.0]
+  plain = module.get_config("runlocal")  # the paper's prices stay the default
+  assert plain.stages[0].data.evidence_contrast == "" and plain.stages[0].data.unanswerable == "mentions"
+  assert "correct_reward_unanswerable" not in plain.reward.functions[0].options
+
+
 def test_truthrl_judge_presets():
   from grounding_jax import judges  # pylint: disable=g-import-not-at-top
   module = _load(ROOT / "configs" / "truthrl.py")
