@@ -212,7 +212,8 @@ def grpo_config(seed: int) -> ml_collections.ConfigDict:
   c.update_loop.length_multiple = 0
   c.advantage.std_ddof = 1
   c.loss.kl_coef = 0.0                  # TruthRL's β = 0.001 needs a reference copy; CPU budget
-  # CPU budget: 12 steps of 32 completions need a far higher rate than TruthRL's 1e-6 on an 8B model.
+  # CPU budget: 12 steps of 32 completions need a far higher rate than TruthRL's 1e-6 on an 8B model;
+  # 2e-5 swung into the refusal corner (docs/demo_runs.md runs 32 and 94).
   c.optimizer.update(dict(learning_rate=1e-5, schedule="constant", warmup_ratio=0.0))
   c.evals.update(dict(num_examples=EVAL_QUESTIONS, batch_size=32, every_steps=0))
   c.evals.data.update(dict(kind="synthetic", path="", seed=seed, answerable_ratio=0.5,
