@@ -48,11 +48,11 @@ from grounding_jax.rl.config import presets
 PAPER_JUDGE = dict(kind="openai", base_url="", model="meta-llama/Llama-3.3-70B-Instruct",
                    api_key_env="", style="truthrl", timeout_seconds=60.0, max_retries=3,
                    concurrency=32)
-# A judge model on our sampler, sharded over the trainer process's devices (mesh axes as config.mesh).
 # `:grounded`'s prices: an abstention whose passages hold the answer (configs/demo.py's default), a
 # right answer they do not hold (configs/demo.py:correct_unanswerable=-1, docs/results.md).
 GROUNDED_ABSTAIN_ANSWERABLE = -0.5
 GROUNDED_CORRECT_UNANSWERABLE = -1.0
+# A judge model on our sampler, sharded over the trainer process's devices (mesh axes as config.mesh).
 SAMPLER_JUDGE = dict(kind="llm", path="", style="truthrl", max_new_tokens=64, batch_size=16,
                      mesh=dict(fsdp=-1))
 
