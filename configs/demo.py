@@ -128,7 +128,7 @@ GRPO_STEPS = 12      # CPU budget (8 prompts × G=8: ~38 s a step on the idle 2 
 # GRPO lost 11 points of accuracy on answerable items) it gained over SFT on both without lowering that
 # accuracy; the previous default is `:group`.
 EVIDENCE_CONTRAST = "gold_removed"
-ABSTAIN_REWARD_ANSWERABLE = -0.5
+ABSTAIN_REWARD_ANSWERABLE = presets.OVER_REFUSAL_PRICE  # −0.5
 # The GRPO row is the step kept on the world's dev split (`:last` turns this off): validate every
 # BEST_EVERY_STEPS steps on DEV_QUESTIONS questions of the world that neither training nor the 128
 # held-out ones ask (data/splits.dev_split), and report the step with the best balanced accuracy

@@ -48,9 +48,8 @@ from grounding_jax.rl.config import presets
 PAPER_JUDGE = dict(kind="openai", base_url="", model="meta-llama/Llama-3.3-70B-Instruct",
                    api_key_env="", style="truthrl", timeout_seconds=60.0, max_retries=3,
                    concurrency=32)
-# `:grounded`'s prices: an abstention whose passages hold the answer (configs/demo.py's default), a
-# right answer they do not hold (configs/demo.py:correct_unanswerable=-1, docs/results.md).
-GROUNDED_ABSTAIN_ANSWERABLE = -0.5
+# `:grounded`'s reward for a right answer the passages do not hold (configs/demo.py's
+# correct_unanswerable=-1, docs/results.md); its abstention price is presets.OVER_REFUSAL_PRICE.
 GROUNDED_CORRECT_UNANSWERABLE = -1.0
 # A judge model on our sampler, sharded over the trainer process's devices (mesh axes as config.mesh).
 SAMPLER_JUDGE = dict(kind="llm", path="", style="truthrl", max_new_tokens=64, batch_size=16,
@@ -102,7 +101,7 @@ def get_config(arg=None):
       st.data.evidence_contrast = "gold_removed"
     options = c.reward.functions[0].options
     with options.unlocked():
-      options.abstain_reward_answerable = GROUNDED_ABSTAIN_ANSWERABLE
+      options.abstain_reward_answerable = presets.OVER_REFUSAL_PRICE
       options.correct_reward_unanswerable = GROUNDED_CORRECT_UNANSWERABLE
     if "runlocal" in args:  # synthetic: no name from the question in an unanswerable context
       for spec in [st.data for st in c.stages] + [c.evals.data]:

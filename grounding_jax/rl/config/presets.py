@@ -13,8 +13,8 @@ Algorithm presets change a config in place (and return it), one call instead of 
                batch's tokens, as verl computes it (arXiv:2501.03262)
 
 Config pieces: `runlocal` (the CPU shrink of a recipe config), `reward_fn` (one reward entry),
-`resolve_model_path` ("smollm2" → the offline SmolLM2 folder). A config file is loaded by path
-(ml_collections.config_flags), so shared pieces live in the package.
+`resolve_model_path` ("smollm2" → the offline SmolLM2 folder), `OVER_REFUSAL_PRICE`. A config file
+is loaded by path (ml_collections.config_flags), so shared pieces live in the package.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ from grounding_jax.models import gguf_convert
 # (below rl, so evaluation resolves it without importing the trainer).
 SMOLLM2 = gguf_convert.SMOLLM2
 resolve_model_path = gguf_convert.resolve_model_path
+
+# TruthRL's reward for an abstention whose passages hold the answer (`abstain_reward_answerable`; the
+# paper's is 0) under evidence-contrast training, shared by configs/demo.py and
+# configs/truthrl.py:grounded (docs/training.md "Evidence-contrast groups").
+OVER_REFUSAL_PRICE = -0.5
 
 
 def dapo(c: ml_collections.ConfigDict, *, dynamic_sampling: bool = True,
