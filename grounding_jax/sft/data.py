@@ -247,13 +247,15 @@ def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_to
   edges, as the rollout tokenises each inserted result alone (sampling/multiturn.py), so no token
   straddles an edge; the holes stay attended (models/logprobs.completion_logprobs).
 
-  A completion longer than `max_completion_tokens` (EOS included) is, by `overlong` (config
-  data.overlong): "cut" there, losing its EOS, with a warning that counts such rows; "drop"-ped,
-  counted in a warning, so N is the rows kept; "error": ValueError.
+  A completion longer than `max_completion_tokens` (EOS included), or a prompt longer than
+  `max_prompt_tokens`, is, by `overlong` (config data.overlong): "cut" (a completion at its end,
+  losing its EOS; a prompt on the left, losing its system prompt and instructions), with a warning
+  that counts such rows; "drop"-ped, counted in a warning, so N is the rows kept; "error":
+  ValueError.
 
   Raises:
-    ValueError: overlong="error" and a completion is too long; "drop" and every one is; an
-      unknown `overlong`.
+    ValueError: overlong="error" and a completion or prompt is too long; "drop" and every row is;
+      an unknown `overlong`.
   """
   if overlong not in OVERLONG:
     raise ValueError(f"overlong={overlong!r}: expected one of {OVERLONG} (config data.overlong)")
@@ -265,30 +267,38 @@ def tokenize_pairs(tokenizer, pairs: Sequence[tuple[str, str]], *, max_prompt_to
   for (_, target), row_spans in zip(pairs, spans):
     tokens, loss = target_tokens(tokenizer, target, row_spans)
     comps.append((tokens + ([eos] if eos is not None else []), loss + [True] * (eos is not None)))
-  over = [i for i, (c, _) in enumerate(comps) if len(c) > max_completion_tokens]
-  if over:
-    longest = max(len(comps[i][0]) for i in over)
-    what = (f"{len(over)} of {len(comps)} SFT targets ({len(over) / len(comps):.1%}) are longer "
-            f"than data.max_completion_tokens={max_completion_tokens} (EOS included; the longest "
-            f"has {longest})")
+  prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, [p for p, _ in pairs])
+  prompt_lengths = prompt_mask.sum(axis=1)
+  keep = np.ones(len(pairs), bool)
+  for name, lengths, field, limit, counted, cut in (
+      ("targets", [len(c) for c, _ in comps], "max_completion_tokens", max_completion_tokens,
+       "EOS included; ", "cut there, so they lose their EOS and end (a gold completion its answer) "
+       "and teach never finishing"),
+      ("prompts", prompt_lengths, "max_prompt_tokens", max_prompt_tokens, "",
+       "cut on the left, so they lose their beginning (system prompt, instructions) and share no "
+       "prefix with the other rows any more")):
+    over = np.asarray(lengths) > limit
+    if not over.any():
+      continue
+    what = (f"{int(over.sum())} of {len(pairs)} SFT {name} ({over.mean():.1%}) are longer than "
+            f"data.{field}={limit} ({counted}the longest has {int(np.max(lengths))})")
     if overlong == "error":
-      raise ValueError(f"{what}; raise data.max_completion_tokens, shorten the targets, or set "
-                       "data.overlong='drop' (leave them out) or 'cut'")
+      raise ValueError(f"{what}; raise the limit, shorten them, or set data.overlong='drop' "
+                       "(leave them out) or 'cut'")
     if overlong == "drop":
-      if len(over) == len(comps):
-        raise ValueError(f"{what}: data.overlong='drop' leaves no row; raise "
-                         "data.max_completion_tokens or shorten the targets")
+      keep &= ~over
+      if not keep.any():
+        raise ValueError(f"{what}: data.overlong='drop' leaves no row; raise the limit or shorten "
+                         f"the {name}")
       logging.warning("%s: left out (data.overlong='drop')", what)
-      keep = sorted(set(range(len(comps))) - set(over))
-      pairs, comps = [pairs[i] for i in keep], [comps[i] for i in keep]
     else:
-      logging.warning("%s: cut there, so they lose their EOS and end (a gold completion its "
-                      "answer) and teach never finishing; data.overlong='drop' leaves them out",
-                      what)
-  prompts = [p for p, _ in pairs]
-  prompt_ids, prompt_mask = sampling.tokenize_prompts(tokenizer, prompts)
-  if prompt_ids.shape[1] > max_prompt_tokens:
-    prompt_ids, prompt_mask = prompt_ids[:, -max_prompt_tokens:], prompt_mask[:, -max_prompt_tokens:]
+      logging.warning("%s: %s; data.overlong='drop' leaves them out", what, cut)
+  if not keep.all():
+    comps = [c for c, k in zip(comps, keep) if k]
+    prompt_ids, prompt_mask = prompt_ids[keep], prompt_mask[keep]
+    prompt_lengths = prompt_lengths[keep]
+  width = min(int(prompt_lengths.max()), max_prompt_tokens)
+  prompt_ids, prompt_mask = prompt_ids[:, -width:], prompt_mask[:, -width:]
   width = min(max(len(c) for c, _ in comps), max_completion_tokens)
   pad = tokenizer.pad_token_id or 0
   ids = np.full((len(comps), width), pad, np.int32)

@@ -46,10 +46,11 @@ from grounding_jax.sft import data as sft_data
 FIELDS = (
     config_fields.Field(
         "data.overlong", "cut", str, "a target longer than data.max_completion_tokens (its EOS "
-        "included): 'cut' there, with a warning that counts them; 'drop' the row, counted; "
-        "'error'", choices=sft_data.OVERLONG, optional=True,
+        "included) or a prompt longer than data.max_prompt_tokens: 'cut' (a target at its end, a "
+        "prompt on the left), with a warning that counts them; 'drop' the row, counted; 'error'",
+        choices=sft_data.OVERLONG, optional=True,
         why="a cut target loses its EOS and its end, a gold completion its answer: it teaches "
-        "never finishing"),
+        "never finishing; a cut prompt loses its instructions and the prefix the rows share"),
 )
 
 

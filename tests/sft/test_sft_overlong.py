@@ -107,3 +107,43 @@ def test_a_config_without_the_field_passes_the_check(tmp_path):
   c = _config(tmp_path)
   del c.data["overlong"]
   sft.check_config(c)
+
+
+# Prompts of 2, 4, 6 and 8 words sharing their first word; at max_prompt_tokens=5 the last two are
+# overlong (2 of 4).
+PROMPT_PAIRS = [(" ".join(["w10"] + [f"w{30 + k}" for k in range(n - 1)]), "w20 w21")
+                for n in (2, 4, 6, 8)]
+
+
+def _tokenize_prompts(overlong):
+  return sft_data.tokenize_pairs(toy_task.make_tokenizer(), PROMPT_PAIRS, max_prompt_tokens=5,
+                                 max_completion_tokens=6, overlong=overlong)
+
+
+def test_overlong_prompts_cut_on_the_left_with_a_warning(caplog):
+  with caplog.at_level(logging.WARNING):
+    data = _tokenize_prompts("cut")
+  assert data["prompt_ids"].shape == (4, 5)
+  assert data["prompt_mask"].sum(axis=1).tolist() == [2, 4, 5, 5]
+  # The cut rows lost their first word, so the rows share no prefix any more.
+  assert sft.shared_prefix_length(data) == 0
+  (record,) = [r for r in caplog.records if "SFT prompts" in r.getMessage()]
+  message = record.getMessage()
+  assert "2 of 4 SFT prompts (50.0%) are longer than data.max_prompt_tokens=5" in message
+  assert "the longest has 8" in message and "on the left" in message
+  assert "data.overlong='drop'" in message
+
+
+def test_overlong_prompts_dropped_keep_the_shared_prefix_or_raise(caplog):
+  tok = toy_task.make_tokenizer()
+  with caplog.at_level(logging.WARNING):
+    data = _tokenize_prompts("drop")
+  prompts = [tok.decode(ids[mask]) for ids, mask in zip(data["prompt_ids"], data["prompt_mask"])]
+  assert prompts == [PROMPT_PAIRS[0][0], PROMPT_PAIRS[1][0]]
+  assert data["prompt_ids"].shape == (2, 4)  # as wide as the longest prompt kept
+  assert sft.shared_prefix_length(data) == 2  # "w10 w30"
+  assert any("2 of 4 SFT prompts (50.0%)" in r.getMessage() and "left out" in r.getMessage()
+             for r in caplog.records)
+  with pytest.raises(ValueError, match=r"2 of 4 SFT prompts \(50.0%\) are longer than "
+                                       r"data.max_prompt_tokens=5"):
+    _tokenize_prompts("error")
