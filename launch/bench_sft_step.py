@@ -3,6 +3,7 @@ r"""One SFT step (4 rows, forward + backward + AdamW) with SmolLM2-135M on CPU: 
   python launch/bench_sft_step.py              # the demo's SFT rows (TruthRL prompt, 3 passages)
   python launch/bench_sft_step.py --steps=10   # more timed steps
   python launch/bench_sft_step.py --peer=false # ours only
+  python launch/bench_sft_step.py --sft_workdir=<run>/sft   # the rows and sizes of an SFT run
 
 The workload is `make demo`'s SFT warm-up (configs/demo.py:sft): its rows (a ~354-token TruthRL
 prompt over three synthetic passages, of which ~236 tokens of chat template and instructions every
@@ -20,6 +21,11 @@ Each runs --steps steps; step 1 (compilation / warm-up) is left out and the medi
 compared; a packed step whose width is new compiles too, so the median, not the mean. The three
 step-1 losses (the same weights and rows) are printed as a check that they train the same thing.
 Takes ~3 minutes on the 2-core CPU.
+
+--sft_workdir benches another SFT run's workload instead: its config.json (written by launch/sft.py
+and the learning checks' warm-ups) gives the rows, the token limits and what happens past them
+(data.overlong), the batch and micro-batch sizes and the model; e.g. launch/real_data_check.py's
+<workdir>/sft (real HotpotQA / MuSiQue / NQ contexts, prompts of 240-1,280 tokens).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ import numpy as np
 
 _STEPS = flags.DEFINE_integer("steps", 6, "Steps per run; all but the first are timed.")
 _PEER = flags.DEFINE_bool("peer", True, "Also time the transformers (torch) step.")
+_SFT_WORKDIR = flags.DEFINE_string("sft_workdir", None, "An SFT run's folder: bench the rows, limits, "
+                                   "batch sizes and model of its config.json instead of the demo's.")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -50,6 +58,27 @@ def _demo_sft_config():
   c.logging.console = False
   c.checkpoint.every_steps = 10**6  # no checkpoint inside the timed steps
   return c
+
+
+def _run_sft_config(workdir: str):
+  """The SFT config of a run's <workdir>/config.json, over today's defaults (fields added since)."""
+  from grounding_jax.eval import model_ref
+  from grounding_jax.sft import trainer
+  c = trainer.default_config()
+  c.update_from_flattened_dict(_flatten(model_ref.read_run_config(workdir)))
+  c.logging.console = False
+  c.checkpoint.every_steps = 10**6
+  return c
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict) and v:
+      out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
 
 
 def run_ours(c, rows, min_tokens: int) -> tuple[list[float], float, int]:
@@ -113,20 +142,23 @@ def main(argv):
   from grounding_jax import models
   from grounding_jax.sft import data as sft_data
   from grounding_jax.sft import trainer
-  c = _demo_sft_config()
+  c = _run_sft_config(_SFT_WORKDIR.value) if _SFT_WORKDIR.value else _demo_sft_config()
   rows = sft_data.load_rows(c.data)
   tok = models.load_tokenizer(c.model.path)
-  data = sft_data.tokenize_pairs(tok, sft_data.render(rows, tok),
+  pairs = sft_data.render(rows, tok, prompt_as_user_turn=c.data.prompt_as_user_turn,
+                          enable_thinking=c.data.enable_thinking)
+  data = sft_data.tokenize_pairs(tok, pairs,
                                  max_prompt_tokens=c.data.max_prompt_tokens,
                                  max_completion_tokens=c.data.max_completion_tokens,
-                                 inserted_spans=[r.inserted_spans for r in rows])
+                                 inserted_spans=[r.inserted_spans for r in rows],
+                                 overlong=c.data.get("overlong", "cut"))
   runs = {}
   runs["ours, shared prefix"] = run_ours(c, rows, c.shared_prefix_min_tokens)
   runs["ours, whole rows"] = run_ours(c, rows, 0)
   if _PEER.value:
     runs["transformers + torch AdamW"] = (*run_peer(c, data), 0)
   lengths = data["prompt_mask"].sum(1) + trainer.attended_lengths(data["loss_mask"])
-  print(f"\n{len(rows)} rows of {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.0f}); "
+  print(f"\n{len(data['prompt_ids'])} rows of {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.0f}); "
         f"shared prefix {runs['ours, shared prefix'][2]} tokens; batches of {c.batch_size}, "
         f"{_STEPS.value} steps, the median of steps 2-{_STEPS.value}")
   medians = {name: statistics.median(t[1:]) for name, (t, _, _) in runs.items()}

@@ -185,3 +185,23 @@ def test_checkpoint_bench_times_plain_and_zstd_checkpoints_of_the_same_state():
   assert result["ours"]["disk_bytes"] > result["orbax_zstd"]["disk_bytes"]   # zstd saves bytes
   assert result["ours"]["disk_bytes"] >= 0.9 * result["state_bytes"]
   assert result["save_ratio"] > 0 and result["restore_ratio"] > 0
+
+
+def test_sft_bench_reads_an_sft_runs_config_over_todays_defaults(tmp_path):
+  """--sft_workdir: the bench's workload is the run's config.json (rows, limits, batch sizes, model);
+  fields added since that run keep their defaults."""
+  from grounding_jax.eval import model_ref
+  from grounding_jax.sft import trainer
+  bench = launch_script.load("bench_sft_step", "bench_sft_step_script")
+  run = trainer.default_config()
+  run.data.update(dict(path="/data/sft.jsonl", max_prompt_tokens=1280, max_completion_tokens=208,
+                       overlong="drop"))
+  run.batch_size, run.micro_batch_size, run.model.path = 4, 2, "/models/smollm2"
+  del run.checkpoint["compress"]  # as a run recorded before the field existed
+  model_ref.write_run_config(tmp_path, run)
+  c = bench._run_sft_config(tmp_path)
+  assert (c.data.path, c.data.max_prompt_tokens, c.data.max_completion_tokens, c.data.overlong) == (
+      "/data/sft.jsonl", 1280, 208, "drop")
+  assert (c.batch_size, c.micro_batch_size, c.model.path) == (4, 2, "/models/smollm2")
+  assert c.checkpoint.compress == trainer.default_config().checkpoint.compress
+  assert c.checkpoint.every_steps == 10**6  # no checkpoint inside the timed steps
