@@ -3,6 +3,11 @@
 "For each training question, we sample 256 responses, and the question is marked as OOK if none of the
 responses is correct." `probe_knowledge` counts the correct samples; `data.answerability.relabel_unknown`
 writes the OOK labels.
+
+`abstain_branch_probability` asks a model, without sampling, which way it leans where a recipe's
+gold completions for answering and for abstaining part (TruthRL's: "<think>Document …" or
+"<think>None of the documents …"); `auroc` of it on gold-removed against gold-kept copies of the
+same questions says whether that choice follows the evidence (0.5: it does not).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from grounding_jax import judges
 from grounding_jax import sampling
 from grounding_jax.data import retrieval
 from grounding_jax.data.schema import Example
+from grounding_jax.sampling.prompts import encode_prompts
 from grounding_jax import recipes
 from grounding_jax.text import tags
 
@@ -105,3 +111,98 @@ def probe_knowledge(model: Any, tokenizer: Any, examples: Sequence[Example], *,
   flat_gold = [list(e.answers) for e, a in zip(examples, answers) for _ in a]
   correct = np.asarray(judge(flat_q, flat_pred, flat_gold), bool).reshape(len(examples), num_samples)
   return ProbeResult(num_correct=correct.sum(1), num_samples=num_samples, answers=answers)
+
+
+# --- the answer-or-abstain branch ---------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Branch:
+  """Where a recipe's gold completions for answering and for abstaining on one question part: the
+  tokens they share (`prefix`), then the first token of each."""
+  prefix: tuple[int, ...]
+  answer_token: int
+  abstain_token: int
+
+
+def branch_of(recipe_name: str, example: Example, tokenizer: Any) -> Branch:
+  """The answer-or-abstain branch of `example` in `recipe_name`'s gold completions (its answering
+  one as if answerable, its abstaining one as if not), tokenised as an SFT target is.
+
+  Raises:
+    ValueError: the two completions do not part (one begins the other).
+  """
+  recipe = recipes.get_recipe(recipe_name)
+  answer, abstain = (tokenizer.encode(recipe.gold_completion(dataclasses.replace(example, answerable=a)),
+                                      add_special_tokens=False) for a in (True, False))
+  k = 0
+  while k < min(len(answer), len(abstain)) and answer[k] == abstain[k]:
+    k += 1
+  if k == min(len(answer), len(abstain)):
+    raise ValueError(f"{recipe_name}: the answering and abstaining gold completions of {example.id!r} "
+                     "do not part (one begins the other), so there is no branch to probe")
+  return Branch(tuple(answer[:k]), answer[k], abstain[k])
+
+
+def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Example], *,
+                               recipe: str, branch: Branch | None = None, batch_size: int = 4,
+                               width_multiple: int = 128) -> np.ndarray:
+  """float [N]: per example, p(abstain) / (p(abstain) + p(answer)) at the recipe's answer-or-abstain
+  branch, the prompt rendered as the rollout renders it and the branch's shared prefix after it. One
+  forward pass a row, no sampling.
+
+  `branch` defaults to the one every answerable example gives (`branch_of`); an unanswerable copy's
+  answering completion is undefined (its evidence is gone), so it is asked at the same branch.
+  Where a warm-up teaches when to answer, this is higher on copies of a question whose gold passages
+  were removed than on those that keep them; `auroc(p[removed], p[kept])` near 0.5 means the choice
+  does not follow the evidence (docs/results.md, real-data dev run 5).
+
+  Raises:
+    ValueError: no branch given and no answerable example, or answerable examples that part at
+      different tokens (pass `branch`).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  chosen = recipes.get_recipe(recipe)
+  if branch is None:
+    found = {ex.id: branch_of(recipe, ex, tokenizer) for ex in examples if ex.answerable}
+    if not found:
+      raise ValueError("abstain_branch_probability: no answerable example to find the branch from; "
+                       "pass branch=")
+    if len(set(found.values())) > 1:
+      first = next(iter(found.values()))
+      other = next(i for i, b in found.items() if b != first)
+      raise ValueError(f"{recipe}: the answerable examples part at different tokens ({other!r} "
+                       f"differs from {next(iter(found))!r}); pass branch=")
+    branch = next(iter(found.values()))
+  rows = [list(encode_prompts(tokenizer, [chosen.render_prompt(ex, tokenizer)])[0]) +
+          list(branch.prefix) for ex in examples]
+  tokens = jnp.asarray([[branch.answer_token, branch.abstain_token]], jnp.int32)
+
+  @jax.jit
+  def last_logits(ids, mask):  # [B, T] -> [B, 2]: the answer and abstain tokens' logits
+    hidden = model.hidden_states(ids, mask)[:, -1]
+    kernel = jnp.take(model.lm_head_kernel(), tokens[0], axis=1)  # [D, 2]
+    return jnp.einsum("bd,dk->bk", hidden, kernel, preferred_element_type=jnp.float32)
+
+  out = []
+  for start in range(0, len(rows), batch_size):
+    batch = rows[start:start + batch_size]
+    n = len(batch)
+    batch = batch + [batch[-1]] * (batch_size - n)  # one shape for every batch
+    width = -(-max(len(r) for r in batch) // width_multiple) * width_multiple
+    ids = np.zeros((batch_size, width), np.int32)
+    mask = np.zeros((batch_size, width), bool)
+    for i, r in enumerate(batch):  # left-padded
+      ids[i, width - len(r):], mask[i, width - len(r):] = r, True
+    logits = np.asarray(last_logits(jnp.asarray(ids), jnp.asarray(mask)))[:n]
+    out.append(1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1])))
+  return np.concatenate(out) if out else np.zeros(0)
+
+
+def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
+  """P(a positive scores above a negative), ties counted half (the Mann–Whitney AUROC); nan when
+  either side is empty."""
+  pos, neg = np.asarray(positive, float), np.asarray(negative, float)
+  if not len(pos) or not len(neg):
+    return float("nan")
+  return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())

@@ -100,3 +100,48 @@ def test_probe_with_the_real_sampler_and_a_tiny_model(tiny_checkpoint, smollm2_d
   assert result.answers[0] != result.answers[1]
   np.testing.assert_array_equal(result.num_correct,
                                 [sum(len(a) % 2 == 0 for a in answers) for answers in result.answers])
+
+
+def test_abstain_branch_probability_equals_transformers_at_the_gold_completions_parting(
+    tiny_smollm2_dir):
+  """p(abstain) / (p(abstain) + p(answer)) at TruthRL's branch ("<think>" then "Document" or
+  "None"), ours against transformers' logits of the same tokens; unanswerable items are asked at the
+  answerable items' branch."""
+  import torch
+  import transformers
+  from grounding_jax.data import synthetic
+  from grounding_jax.eval import model_ref
+  from grounding_jax import recipes
+  examples = synthetic.generate_examples(6, seed=3, answerable_ratio=0.5, num_passages=3)
+  loaded = model_ref.load(str(tiny_smollm2_dir))
+  tok = loaded.tokenizer
+  branch = probing.branch_of("truthrl", next(e for e in examples if e.answerable), tok)
+  assert tok.decode(list(branch.prefix)) == "<think>"
+  assert (tok.decode([branch.answer_token]), tok.decode([branch.abstain_token])) == ("Document", "None")
+  got = probing.abstain_branch_probability(loaded.model, tok, examples, recipe="truthrl",
+                                           batch_size=4)
+  ref_model = transformers.AutoModelForCausalLM.from_pretrained(tiny_smollm2_dir, dtype=torch.float32)
+  want = []
+  for ex in examples:
+    prompt = recipes.get_recipe("truthrl").render_prompt(ex, tok)
+    ids = tok.encode(prompt, add_special_tokens=False) + list(branch.prefix)
+    with torch.no_grad():
+      logits = ref_model(torch.tensor([ids])).logits[0, -1]
+    diff = float(logits[branch.abstain_token] - logits[branch.answer_token])
+    want.append(1 / (1 + np.exp(-diff)))
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_auroc_counts_ties_half_and_is_nan_when_a_side_is_empty():
+  assert probing.auroc([0.9, 0.8], [0.1, 0.2]) == 1.0
+  assert probing.auroc([0.1], [0.9]) == 0.0
+  assert probing.auroc([0.5, 0.7], [0.5, 0.6]) == (0.5 + 0 + 1 + 1) / 4
+  assert np.isnan(probing.auroc([], [0.3]))
+
+
+def test_a_branch_needs_completions_that_part():
+  from grounding_jax.data import synthetic
+  tok = types.SimpleNamespace(encode=lambda text, add_special_tokens=False: [1, 2, 3])
+  ex = synthetic.generate_examples(2, seed=3, answerable_ratio=1.0)[0]
+  with pytest.raises(ValueError, match="do not part"):
+    probing.branch_of("truthrl", ex, tok)
