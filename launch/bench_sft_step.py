@@ -158,7 +158,8 @@ def main(argv):
   if _PEER.value:
     runs["transformers + torch AdamW"] = (*run_peer(c, data), 0)
   lengths = data["prompt_mask"].sum(1) + trainer.attended_lengths(data["loss_mask"])
-  print(f"\n{len(data['prompt_ids'])} rows of {lengths.min()}-{lengths.max()} tokens (mean {lengths.mean():.0f}); "
+  print(f"\n{len(data['prompt_ids'])} rows of {lengths.min()}-{lengths.max()} tokens "
+        f"(mean {lengths.mean():.0f}); "
         f"shared prefix {runs['ours, shared prefix'][2]} tokens; batches of {c.batch_size}, "
         f"{_STEPS.value} steps, the median of steps 2-{_STEPS.value}")
   medians = {name: statistics.median(t[1:]) for name, (t, _, _) in runs.items()}

@@ -29,8 +29,8 @@ verifier, abstaining with \boxed{I don't know}); its :runlocal sizes hold, excep
 reach 1,280 tokens and completions 208 (MAX_NEW_TOKENS: SFT, GRPO sampling and evaluation), and
 that the SFT warm-up leaves out the few rows whose gold completion or prompt is longer than that
 (SFT data.overlong="drop") instead of cutting them (a prompt cut on the left loses its instructions
-and the prefix the rows share, which SFT then cannot run once per micro-batch). --gold_lengths prints the gold completions' token lengths against that
-limit and exits, before any model loads. --reward_f1_threshold=t makes the reward (not the
+and the prefix the rows share, which SFT then cannot run once per micro-batch). --gold_lengths
+prints the gold completions' token lengths against that limit and exits, before any model loads. --reward_f1_threshold=t makes the reward (not the
 evaluation) count an answer right when its SQuAD token F1 with a gold alias is ≥ t (a 135M model's
 answers are often partly right: dev2's SFT model, F1 21.7 against EM 16.7), and
 --abstain_reward_answerable prices abstaining where the gold passages are kept (the demo's −0.5).

@@ -160,6 +160,7 @@ def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Ex
     ValueError: no branch given and no answerable example, or answerable examples that part at
       different tokens (pass `branch`).
   """
+  from flax import nnx  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   chosen = recipes.get_recipe(recipe)
@@ -168,20 +169,21 @@ def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Ex
     if not found:
       raise ValueError("abstain_branch_probability: no answerable example to find the branch from; "
                        "pass branch=")
-    if len(set(found.values())) > 1:
-      first = next(iter(found.values()))
-      other = next(i for i, b in found.items() if b != first)
-      raise ValueError(f"{recipe}: the answerable examples part at different tokens ({other!r} "
-                       f"differs from {next(iter(found))!r}); pass branch=")
-    branch = next(iter(found.values()))
+    (first_id, branch), *_ = found.items()
+    other = [i for i, b in found.items() if b != branch]
+    if other:
+      raise ValueError(f"{recipe}: the answerable examples part at different tokens ({other[0]!r} "
+                       f"differs from {first_id!r}); pass branch=")
   rows = [list(encode_prompts(tokenizer, [chosen.render_prompt(ex, tokenizer)])[0]) +
           list(branch.prefix) for ex in examples]
-  tokens = jnp.asarray([[branch.answer_token, branch.abstain_token]], jnp.int32)
+  tokens = jnp.asarray([branch.answer_token, branch.abstain_token], jnp.int32)
+  graphdef, state = nnx.split(model)
 
   @jax.jit
-  def last_logits(ids, mask):  # [B, T] -> [B, 2]: the answer and abstain tokens' logits
-    hidden = model.hidden_states(ids, mask)[:, -1]
-    kernel = jnp.take(model.lm_head_kernel(), tokens[0], axis=1)  # [D, 2]
+  def last_logits(state, ids, mask):  # [B, T] -> [B, 2]: the answer and abstain tokens' logits
+    m = nnx.merge(graphdef, state)
+    hidden = m.hidden_states(ids, mask)[:, -1]
+    kernel = jnp.take(m.lm_head_kernel(), tokens, axis=1)  # [D, 2]
     return jnp.einsum("bd,dk->bk", hidden, kernel, preferred_element_type=jnp.float32)
 
   out = []
@@ -194,7 +196,7 @@ def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Ex
     mask = np.zeros((batch_size, width), bool)
     for i, r in enumerate(batch):  # left-padded
       ids[i, width - len(r):], mask[i, width - len(r):] = r, True
-    logits = np.asarray(last_logits(jnp.asarray(ids), jnp.asarray(mask)))[:n]
+    logits = np.asarray(last_logits(state, jnp.asarray(ids), jnp.asarray(mask)))[:n]
     out.append(1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1])))
   return np.concatenate(out) if out else np.zeros(0)
 
