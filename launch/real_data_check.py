@@ -61,7 +61,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import learning_check  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # learning_check's flags are this script's too: --config (required), --workdir, --split,
-# --sft_steps, --steps, --bootstrap_resamples; the defaults below suit the real data.
+# --sft_steps, --steps, --bootstrap_resamples, --output_dir; the defaults below suit the real data.
+# Its others (the synthetic warm-up's world and answerable share, validation, question counts) do
+# not apply here and are refused when given (`ignored_flags`), rather than silently dropped.
+USED_LEARNING_CHECK_FLAGS = ("config", "workdir", "split", "sft_steps", "steps",
+                             "bootstrap_resamples", "output_dir")
 FLAGS = flags.FLAGS
 FLAGS.set_default("workdir", "/tmp/gj_real")
 FLAGS.set_default("sft_steps", 24)
@@ -179,8 +183,18 @@ def length_table(lengths: dict[str, np.ndarray], limit: int) -> str:
   return "\n".join(lines)
 
 
+def ignored_flags(flag_values=FLAGS) -> list[str]:
+  """learning_check's flags given on the command line that this script does not use."""
+  names = {h.name for h in vars(learning_check).values() if isinstance(h, flags.FlagHolder)}
+  return sorted(n for n in names - set(USED_LEARNING_CHECK_FLAGS)
+                if n in flag_values and flag_values[n].present)
+
+
 def main(argv):
   del argv
+  if ignored := ignored_flags():
+    sys.exit(f"real_data_check: {', '.join('--' + n for n in ignored)} not used here (learning_check's "
+             f"flags this script passes on: {', '.join('--' + n for n in USED_LEARNING_CHECK_FLAGS)})")
   command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
   out = pathlib.Path(FLAGS.workdir)
   parts = build_parts(real_contexts.DEFAULT_DIR, held_out_dataset=_HELD_OUT_DATASET.value,

@@ -106,3 +106,20 @@ def test_graded_reward_judge_leaves_the_evaluation_judge_and_scores_a_partial_an
     c2.reward.functions[0].options = dict(x=1)
   with np.testing.assert_raises_regex(ValueError, "does not have"):
     real_data_check.configure(c2, paths, split="dev", evidence_contrast="", reward_f1_threshold=0.5)
+
+
+def test_learning_check_flags_it_does_not_use_are_refused_not_dropped():
+  """Its own FlagValues: the global one holds whatever launch scripts other tests loaded."""
+  from absl import flags
+
+  def given(*argv):
+    fv = flags.FlagValues()
+    for name in ("best_every", "sft_answerable_ratio", "sft_world_offset", "split", "sft_steps",
+                 "output_dir", "num_examples"):
+      flags.DEFINE_string(name, None, "", flag_values=fv)
+    fv(["real_data_check", *argv])
+    return real_data_check.ignored_flags(fv)
+
+  assert given("--sft_steps=4", "--best_every=2", "--sft_answerable_ratio=0.6") == [
+      "best_every", "sft_answerable_ratio"]
+  assert given("--sft_steps=4", "--split=dev", "--output_dir=/tmp/x") == []
