@@ -65,20 +65,10 @@ def _run_sft_config(workdir: str):
   from grounding_jax.eval import model_ref
   from grounding_jax.sft import trainer
   c = trainer.default_config()
-  c.update_from_flattened_dict(_flatten(model_ref.read_run_config(workdir)))
+  c.update(model_ref.read_run_config(workdir))  # nested dicts update the nested fields
   c.logging.console = False
   c.checkpoint.every_steps = 10**6
   return c
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict) and v:
-      out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
 
 
 def run_ours(c, rows, min_tokens: int) -> tuple[list[float], float, int]:

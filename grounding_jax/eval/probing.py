@@ -174,8 +174,8 @@ def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Ex
     if other:
       raise ValueError(f"{recipe}: the answerable examples part at different tokens ({other[0]!r} "
                        f"differs from {first_id!r}); pass branch=")
-  rows = [list(encode_prompts(tokenizer, [chosen.render_prompt(ex, tokenizer)])[0]) +
-          list(branch.prefix) for ex in examples]
+  prompts = encode_prompts(tokenizer, [chosen.render_prompt(ex, tokenizer) for ex in examples])
+  rows = [list(p) + list(branch.prefix) for p in prompts]
   tokens = jnp.asarray([branch.answer_token, branch.abstain_token], jnp.int32)
   graphdef, state = nnx.split(model)
 
