@@ -80,6 +80,11 @@ _CONTRAST = flags.DEFINE_enum("evidence_contrast", "gold_removed", ["", "gold_re
                               "The GRPO stage's data.evidence_contrast ('' = each prompt its own "
                               "group, the twins mixed in).")
 _SEED = flags.DEFINE_integer("seed", 0, "Seeds the splits and the contexts.")
+_DISTRACTORS = flags.DEFINE_enum(
+    "distractors", "own", list(real_contexts.DISTRACTORS), "A short context's distractors: the "
+    "question's own non-gold passages first (own: they name its entities, so a gold-removed twin "
+    "still looks on topic), or only other questions' passages (pool: a twin holds nothing on the "
+    "question, and GRPO's gold-removed condition, drawn from the same contexts, neither).")
 _REWARD_F1 = flags.DEFINE_float("reward_f1_threshold", 0.0, "0 = the reward's own judge (the config's: "
                                 "exact match under :runlocal); t in (0, 1] = the reward counts an "
                                 "answer right when its SQuAD token F1 with a gold alias is >= t "
@@ -101,7 +106,7 @@ SFT_OVERLONG = "drop"
 
 
 def build_parts(folder, *, held_out_dataset: str = "", test_questions: int = 16,
-                dev_questions: int = 8, seed: int = 0) -> dict[str, list]:
+                dev_questions: int = 8, seed: int = 0, distractors: str = "own") -> dict[str, list]:
   """{"sft", "grpo", "dev", "test"}: Examples with short contexts and twins (real_contexts)."""
   real = real_contexts.load_real(folder)
   if held_out_dataset:
@@ -116,7 +121,7 @@ def build_parts(folder, *, held_out_dataset: str = "", test_questions: int = 16,
     by_dataset.setdefault(ex.meta["dataset"], []).append(ex)
   sft = [ex for rows in by_dataset.values() for ex in rows[:len(rows) // 2]]
   grpo = [ex for rows in by_dataset.values() for ex in rows[len(rows) // 2:]]
-  return {name: real_contexts.with_twins(rows, seed=seed) for name, rows in
+  return {name: real_contexts.with_twins(rows, seed=seed, distractors=distractors) for name, rows in
           (("sft", sft), ("grpo", grpo), ("dev", parts["dev"]), ("test", parts["test"]))}
 
 
@@ -198,7 +203,8 @@ def main(argv):
   command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
   out = pathlib.Path(FLAGS.workdir)
   parts = build_parts(real_contexts.DEFAULT_DIR, held_out_dataset=_HELD_OUT_DATASET.value,
-                      test_questions=_TEST.value, dev_questions=_DEV.value, seed=_SEED.value)
+                      test_questions=_TEST.value, dev_questions=_DEV.value, seed=_SEED.value,
+                      distractors=_DISTRACTORS.value)
   paths = write_parts(parts, out)
   try:  # bad input: one line, before any model loads
     config = learning_check.prepare_config(FLAGS.config, workdir=str(out), steps=FLAGS.steps)

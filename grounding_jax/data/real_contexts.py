@@ -39,6 +39,11 @@ FILES = {"hotpotqa": ("hotpotqa", ("hotpotqa_distractor_train_sample.json",
          "musique": ("musique", ("musique_ans_train_sample.jsonl",)),
          "nq": ("nq_litm", ("nq_open_oracle_lostinthemiddle_sample.jsonl",))}
 TWIN_SUFFIX = "#gold_removed"
+# Where a short context's distractors come from: the question's own non-gold passages first (HotpotQA's
+# and MuSiQue's are retrieved for the question, so they share its entities), or only other
+# questions' passages (so a gold-removed twin holds nothing about the question: the synthetic
+# world's unanswerable="unrelated").
+DISTRACTORS = ("own", "pool")
 
 
 def load_real(folder: str | pathlib.Path = DEFAULT_DIR, names: Sequence[str] = tuple(FILES)
@@ -81,15 +86,18 @@ def _names_answer(p: Passage, answers: Sequence[str]) -> bool:
 
 
 def short_context(example: Example, pool: Sequence[Passage], *, num_distractors: int = 2,
-                  max_words: int = 80, seed: int = 0) -> Example:
+                  max_words: int = 80, seed: int = 0, distractors: str = "own") -> Example:
   """`example` with its gold passages (whole) and `num_distractors` distractors (clipped to
-  `max_words` words): its own non-gold passages first, then `pool`'s, none naming an answer; the
-  passages in a seeded order, gold_passage_ids pointing at the gold ones."""
+  `max_words` words): its own non-gold passages first (distractors="own"; "pool": none of them),
+  then `pool`'s, none naming an answer; the passages in a seeded order, gold_passage_ids pointing
+  at the gold ones."""
+  if distractors not in DISTRACTORS:
+    raise ValueError(f"distractors={distractors!r}: expected one of {DISTRACTORS}")
   rng = _rng(example, seed)
   gold_ids = sorted(set(example.gold_passage_ids))
   gold = [example.passages[i - 1] for i in gold_ids]
-  own = [p for i, p in enumerate(example.passages, 1)
-         if i not in gold_ids and not _names_answer(p, example.answers)]
+  own = [p for i, p in enumerate(example.passages, 1) if distractors == "own"
+         and i not in gold_ids and not _names_answer(p, example.answers)]
   picks = [own[int(i)] for i in rng.permutation(len(own))[:num_distractors]]
   if len(picks) < num_distractors:
     taken = {p.text for p in example.passages}
@@ -106,7 +114,8 @@ def short_context(example: Example, pool: Sequence[Passage], *, num_distractors:
   return dataclasses.replace(
       example, passages=tuple(passages[int(i)] for i in order),
       gold_passage_ids=tuple(sorted(position[j] for j in range(len(gold)))), answerable=True,
-      meta={**example.meta, "context": f"gold + {len(picks)} distractors"})
+      meta={**example.meta, "context": f"gold + {len(picks)} distractors"
+            + (" of other questions" if distractors == "pool" else "")})
 
 
 def unanswerable_twin(example: Example, pool: Sequence[Passage], *, seed: int = 0) -> Example:
@@ -116,16 +125,20 @@ def unanswerable_twin(example: Example, pool: Sequence[Passage], *, seed: int = 
 
 
 def with_twins(examples: Sequence[Example], *, seed: int = 0, num_distractors: int = 2,
-               max_words: int = 80, twins: bool = True) -> list[Example]:
+               max_words: int = 80, twins: bool = True, distractors: str = "own") -> list[Example]:
   """Each example's short context, then (twins=True) its unanswerable twin, interleaved. The
-  distractors come from `examples`' own passages (clipped), so a split never borrows another's."""
+  distractors come from `examples`' own passages (clipped), so a split never borrows another's;
+  `distractors` as short_context's."""
   pool = tuple(_clip(p, max_words) for p in contrast.distractor_pool(examples))
   out = []
   for ex in examples:
-    short = short_context(ex, pool, num_distractors=num_distractors, max_words=max_words, seed=seed)
+    short = short_context(ex, pool, num_distractors=num_distractors, max_words=max_words, seed=seed,
+                          distractors=distractors)
     out.append(short)
-    if twins:
-      out.append(unanswerable_twin(short, pool, seed=seed))
+    if twins:  # "pool": the twin's replacements leave out the question's own (retrieved) passages too
+      own = {p.text for p in ex.passages} if distractors == "pool" else set()
+      out.append(unanswerable_twin(short, [p for p in pool if p.text not in own] if own else pool,
+                                   seed=seed))
   return out
 
 

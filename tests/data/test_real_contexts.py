@@ -62,6 +62,24 @@ def test_short_context_keeps_the_gold_and_its_twin_loses_it(name):
   assert max(sum(len(p.text.split()) for p in s.passages) for s in items) < 700
 
 
+def test_pool_distractors_are_other_questions_passages():
+  """distractors="pool": neither a short context's distractors nor its twin's passages are any of
+  the question's own passages (HotpotQA's and MuSiQue's are retrieved for it); the gold stays."""
+  rows = _real()["hotpotqa"][:12] + _real()["musique"][:12]
+  items = rc.with_twins(rows, seed=3, distractors="pool")
+  for ex, short, twin in zip(rows, items[::2], items[1::2]):
+    own = {p.text for p in ex.passages}
+    gold = {ex.passages[i - 1].text for i in ex.gold_passage_ids}
+    assert {short.passages[i - 1].text for i in short.gold_passage_ids} == gold
+    assert len(short.passages) == len(gold) + 2
+    assert not own & {p.text for i, p in enumerate(short.passages, 1)
+                      if i not in short.gold_passage_ids}
+    assert not own & {p.text for p in twin.passages} and twin.answerable is False
+  assert items != rc.with_twins(rows, seed=3)  # "own" keeps related distractors
+  with pytest.raises(ValueError, match="distractors="):
+    rc.short_context(rows[0], (), distractors="related")
+
+
 def test_splits_are_disjoint_by_question_and_by_dataset():
   real = _real()
   parts = rc.split_by_question(real, test=16, dev=8, seed=0)
