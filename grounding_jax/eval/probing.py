@@ -8,6 +8,9 @@ writes the OOK labels.
 gold completions for answering and for abstaining part (TruthRL's: "<think>Document …" or
 "<think>None of the documents …"); `auroc` of it on gold-removed against gold-kept copies of the
 same questions says whether that choice follows the evidence (0.5: it does not).
+`branch_hidden_states` and `ridge_probe_scores` ask the question behind that: is whether the
+evidence is there linearly readable from the hidden state at the branch (a cross-validated linear
+probe), whatever the model's head makes of it?
 """
 
 from __future__ import annotations
@@ -143,48 +146,39 @@ def branch_of(recipe_name: str, example: Example, tokenizer: Any) -> Branch:
   return Branch(tuple(answer[:k]), answer[k], abstain[k])
 
 
-def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Example], *,
-                               recipe: str, branch: Branch | None = None, batch_size: int = 4,
-                               width_multiple: int = 128) -> np.ndarray:
-  """float [N]: per example, p(abstain) / (p(abstain) + p(answer)) at the recipe's answer-or-abstain
-  branch, the prompt rendered as the rollout renders it and the branch's shared prefix after it. One
-  forward pass a row, no sampling.
+def _branch_of_examples(recipe: str, examples: Sequence[Example], tokenizer: Any) -> Branch:
+  """The one branch every answerable example of `examples` gives (branch_of)."""
+  found = {ex.id: branch_of(recipe, ex, tokenizer) for ex in examples if ex.answerable}
+  if not found:
+    raise ValueError("abstain_branch_probability: no answerable example to find the branch from; "
+                     "pass branch=")
+  (first_id, branch), *_ = found.items()
+  other = [i for i, b in found.items() if b != branch]
+  if other:
+    raise ValueError(f"{recipe}: the answerable examples part at different tokens ({other[0]!r} "
+                     f"differs from {first_id!r}); pass branch=")
+  return branch
 
-  `branch` defaults to the one every answerable example gives (`branch_of`); an unanswerable copy's
-  answering completion is undefined (its evidence is gone), so it is asked at the same branch.
-  Where a warm-up teaches when to answer, this is higher on copies of a question whose gold passages
-  were removed than on those that keep them; `auroc(p[removed], p[kept])` near 0.5 means the choice
-  does not follow the evidence (docs/results.md, real-data dev run 5).
 
-  Raises:
-    ValueError: no branch given and no answerable example, or answerable examples that part at
-      different tokens (pass `branch`).
-  """
+def branch_hidden_states(model: Any, tokenizer: Any, examples: Sequence[Example], *, recipe: str,
+                         branch: Branch | None = None, batch_size: int = 4,
+                         width_multiple: int = 128) -> tuple[np.ndarray, Branch]:
+  """(float32 [N, D], the branch): per example, the final hidden state (after the last norm) at the
+  position that predicts the recipe's answer-or-abstain token — the prompt rendered as the rollout
+  renders it, then the branch's shared prefix. One forward pass a row. `branch` defaults to the
+  one every answerable example gives (abstain_branch_probability's)."""
   from flax import nnx  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   chosen = recipes.get_recipe(recipe)
-  if branch is None:
-    found = {ex.id: branch_of(recipe, ex, tokenizer) for ex in examples if ex.answerable}
-    if not found:
-      raise ValueError("abstain_branch_probability: no answerable example to find the branch from; "
-                       "pass branch=")
-    (first_id, branch), *_ = found.items()
-    other = [i for i, b in found.items() if b != branch]
-    if other:
-      raise ValueError(f"{recipe}: the answerable examples part at different tokens ({other[0]!r} "
-                       f"differs from {first_id!r}); pass branch=")
+  branch = branch or _branch_of_examples(recipe, examples, tokenizer)
   prompts = encode_prompts(tokenizer, [chosen.render_prompt(ex, tokenizer) for ex in examples])
   rows = [list(p) + list(branch.prefix) for p in prompts]
-  tokens = jnp.asarray([branch.answer_token, branch.abstain_token], jnp.int32)
   graphdef, state = nnx.split(model)
 
   @jax.jit
-  def last_logits(state, ids, mask):  # [B, T] -> [B, 2]: the answer and abstain tokens' logits
-    m = nnx.merge(graphdef, state)
-    hidden = m.hidden_states(ids, mask)[:, -1]
-    kernel = jnp.take(m.lm_head_kernel(), tokens, axis=1)  # [D, 2]
-    return jnp.einsum("bd,dk->bk", hidden, kernel, preferred_element_type=jnp.float32)
+  def last_hidden(state, ids, mask):  # [B, T] -> [B, D]
+    return nnx.merge(graphdef, state).hidden_states(ids, mask)[:, -1].astype(jnp.float32)
 
   out = []
   for start in range(0, len(rows), batch_size):
@@ -196,9 +190,62 @@ def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Ex
     mask = np.zeros((batch_size, width), bool)
     for i, r in enumerate(batch):  # left-padded
       ids[i, width - len(r):], mask[i, width - len(r):] = r, True
-    logits = np.asarray(last_logits(state, jnp.asarray(ids), jnp.asarray(mask)))[:n]
-    out.append(1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1])))
-  return np.concatenate(out) if out else np.zeros(0)
+    out.append(np.asarray(last_hidden(state, jnp.asarray(ids), jnp.asarray(mask)))[:n])
+  return (np.concatenate(out) if out else np.zeros((0, 0), np.float32)), branch
+
+
+def abstain_branch_probability(model: Any, tokenizer: Any, examples: Sequence[Example], *,
+                               recipe: str, branch: Branch | None = None, batch_size: int = 4,
+                               width_multiple: int = 128) -> np.ndarray:
+  """float [N]: per example, p(abstain) / (p(abstain) + p(answer)) at the recipe's answer-or-abstain
+  branch (branch_hidden_states' position, through the model's output head). No sampling.
+
+  `branch` defaults to the one every answerable example gives (`branch_of`); an unanswerable copy's
+  answering completion is undefined (its evidence is gone), so it is asked at the same branch.
+  Where a warm-up teaches when to answer, this is higher on copies of a question whose gold passages
+  were removed than on those that keep them; `auroc(p[removed], p[kept])` near 0.5 means the choice
+  does not follow the evidence (docs/results.md, real-data dev run 5).
+
+  Raises:
+    ValueError: no branch given and no answerable example, or answerable examples that part at
+      different tokens (pass `branch`).
+  """
+  hidden, branch = branch_hidden_states(model, tokenizer, examples, recipe=recipe, branch=branch,
+                                        batch_size=batch_size, width_multiple=width_multiple)
+  return abstain_probability_of(model, hidden, branch)
+
+
+def abstain_probability_of(model: Any, hidden: np.ndarray, branch: Branch) -> np.ndarray:
+  """float [N]: p(abstain) / (p(abstain) + p(answer)) of branch_hidden_states' `hidden` [N, D]
+  through `model`'s output head."""
+  kernel = np.asarray(model.lm_head_kernel()[:, [branch.answer_token, branch.abstain_token]],
+                      np.float32)  # [D, 2]
+  logits = hidden @ kernel
+  return 1.0 / (1.0 + np.exp(logits[:, 0] - logits[:, 1]))
+
+
+def ridge_probe_scores(features: np.ndarray, labels: np.ndarray, groups: Sequence[Any], *,
+                       folds: int = 4, l2: float = 1.0) -> np.ndarray:
+  """float [N]: out-of-fold scores of a ridge classifier (least squares on ±1 labels, features
+  standardised on each training fold, penalty `l2` on the weights, none on the intercept). Rows of
+  one group (a question and its gold-removed twin) share a fold, assigned round-robin in order of
+  first appearance. `auroc` of the scores says whether `features` hold `labels` linearly: against
+  the model's own branch probability, whether its representation knows what its choice ignores."""
+  x = np.asarray(features, np.float64)
+  y = np.where(np.asarray(labels, bool), 1.0, -1.0)
+  first = {}
+  fold = np.asarray([first.setdefault(g, len(first)) % folds for g in groups])
+  scores = np.zeros(len(y))
+  for k in range(folds):
+    train, test = fold != k, fold == k
+    if not test.any():
+      continue
+    mean, std = x[train].mean(0), x[train].std(0) + 1e-8
+    a = (x[train] - mean) / std
+    b = y[train] - y[train].mean()
+    w = np.linalg.solve(a.T @ a + l2 * np.eye(a.shape[1]), a.T @ b)
+    scores[test] = (x[test] - mean) / std @ w + y[train].mean()
+  return scores
 
 
 def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
