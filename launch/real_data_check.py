@@ -9,7 +9,8 @@ r"""Does a recipe learn on real questions? Start → SFT → GRPO, evaluated on 
 The real samples in data/real/ (HotpotQA distractor train + dev, MuSiQue-Ans, NQ-open with its gold
 passage; data/real/README.md) become short contexts a 135M model can read
 (grounding_jax/data/real_contexts.py: the gold passages whole, plus two distractors of ≤ 80 words,
-in a seeded order) and each question an unanswerable twin with its gold passages replaced. The
+in a seeded order: the question's own first, or with --distractors=pool other questions' only) and
+each question an unanswerable twin with its gold passages replaced. The
 questions are split by question (per dataset: --test_questions to test, --dev_questions to dev, the
 rest to train) or, with --held_out_dataset, by dataset (train on the other two, test on that one).
 Each dataset's training questions are halved: the first halves' gold completions are the SFT
@@ -35,7 +36,9 @@ evaluation) count an answer right when its SQuAD token F1 with a gold alias is �
 answers are often partly right: dev2's SFT model, F1 21.7 against EM 16.7), and
 --abstain_reward_answerable prices abstaining where the gold passages are kept (the demo's −0.5).
 Neither got the dev runs past the refusal corner (dev3, dev4 in docs/results.md: the SFT start is
-right on ~3 % of its samples). The flags of launch/learning_check.py apply (--config,
+right on ~3 % of its samples), nor did --distractors=pool (dev6). Check a warm-up's answer-or-abstain
+choice on the GRPO part before GRPO: launch/probe_branch.py --data=<workdir>/data/grpo.jsonl
+--model=<workdir>/sft/hf. The flags of launch/learning_check.py apply (--config,
 --workdir, --split, --sft_steps, --steps, --output_dir, --bootstrap_resamples), with defaults of 24
 SFT and 12 GRPO steps.
 """

@@ -8,7 +8,8 @@ A real question's own context is long (HotpotQA distractor: 10 paragraphs, MuSiQ
 words) — past what SmolLM2-135M reads. `short_context` keeps the gold passages whole and adds
 `num_distractors` of the question's own non-gold passages (NQ-open's oracle file has one passage,
 so its distractors come from other questions of the same split), clipped to `max_words` words, in a
-seeded order. NQ's evidence, which its file lacks, is its gold passage's answer sentence
+seeded order (`distractors="pool"`: other questions' passages only, so a gold-removed twin holds
+nothing on its question). NQ's evidence, which its file lacks, is its gold passage's answer sentence
 (`with_answer_sentences`). `unanswerable_twin` is the same question with each gold passage replaced
 by a distractor (data/contrast.gold_removed: answerable=False), id suffixed "#gold_removed", so
 abstention is measured on the very questions whose answers are measured.
