@@ -15,7 +15,8 @@ or "<think>None"; eval/probing.py), and per model and dataset:
 A high probe AUROC with a head near 0.5 says the warm-up has not yet taught the head what the
 model already represents (more or better SFT can help); both near 0.5, that the model does not
 represent it at this size and data. Run it on a warm-up before spending GRPO steps on it
-(docs/results.md, the real-data dev runs). ~1.5 s a row on the 2-core CPU for SmolLM2-135M.
+(docs/results.md, the real-data dev runs). ~2.7 s a row of ~1,000 tokens on the 2-core CPU for
+SmolLM2-135M.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def _branch_of_examples(recipe: str, examples: Sequence[Example], tokenizer: Any
   """The one branch every answerable example of `examples` gives (branch_of)."""
   found = {ex.id: branch_of(recipe, ex, tokenizer) for ex in examples if ex.answerable}
   if not found:
-    raise ValueError("abstain_branch_probability: no answerable example to find the branch from; "
+    raise ValueError("probing: no answerable example to find the recipe's branch from; "
                      "pass branch=")
   (first_id, branch), *_ = found.items()
   other = [i for i, b in found.items() if b != branch]
