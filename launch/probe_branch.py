@@ -1,6 +1,7 @@
 r"""Does a model's answer-or-abstain choice follow the evidence, and does its representation know?
 
-  python launch/probe_branch.py --data=<run>/data/grpo.jsonl --model=smollm2 --model=<run>/sft/hf
+  python launch/probe_branch.py --data=<run>/data/grpo.jsonl --recipe=truthrl --model=smollm2 \
+      --model=<run>/sft/hf
   python launch/probe_branch.py --data=F --model=M --per_dataset=32 --recipe=truthrl
 
 For gold-kept questions and their gold-removed twins (a JSONL of Examples, e.g. the parts that
@@ -35,7 +36,8 @@ _DATA = flags.DEFINE_string("data", None, "A JSONL of Examples: gold-kept rows a
                             "twins (answerable=False, the same question).", required=True)
 _MODEL = flags.DEFINE_multi_string("model", None, "HF folder, 'smollm2', workdir or workdir@step; "
                                    "repeat for more rows.", required=True)
-_RECIPE = flags.DEFINE_string("recipe", "truthrl", "The recipe whose gold completions give the branch.")
+_RECIPE = flags.DEFINE_string("recipe", None, "The recipe whose gold completions give the branch "
+                              "(one of recipes.available_recipes()).", required=True)
 _PER_DATASET = flags.DEFINE_integer("per_dataset", 32, "Answerable questions per dataset (meta "
                                     "'dataset'), each with its twin; 0 = all.")
 _FOLDS = flags.DEFINE_integer("folds", 4, "Cross-validation folds of the linear probe.")

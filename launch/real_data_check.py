@@ -37,7 +37,8 @@ answers are often partly right: dev2's SFT model, F1 21.7 against EM 16.7), and
 --abstain_reward_answerable prices abstaining where the gold passages are kept (the demo's −0.5).
 Neither got the dev runs past the refusal corner (dev3, dev4 in docs/results.md: the SFT start is
 right on ~3 % of its samples), nor did --distractors=pool (dev6). Check a warm-up's answer-or-abstain
-choice on the GRPO part before GRPO: launch/probe_branch.py --data=<workdir>/data/grpo.jsonl
+choice on the GRPO part before GRPO: launch/probe_branch.py --recipe=truthrl
+--data=<workdir>/data/grpo.jsonl
 --model=<workdir>/sft/hf. The flags of launch/learning_check.py apply (--config,
 --workdir, --split, --sft_steps, --steps, --output_dir, --bootstrap_resamples), with defaults of 24
 SFT and 12 GRPO steps.
