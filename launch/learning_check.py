@@ -36,6 +36,9 @@ abstention on unanswerable items). 0 (default): the last step.
 --sft_steps=N warms up on N x 4 gold completions first: of the first stage's own items by default
 (at most its num_examples / 4 steps), or with --sft_world_offset=K of the world seed + K (the
 stage's context options, --sft_answerable_ratio answerable), as the demo's SFT draws another world.
+--sft_model=F starts GRPO from a warm-up already made instead (an HF folder, e.g. an earlier check's
+<workdir>/sft/hf): the table keeps its start / sft / grpo rows, and a second GRPO seed of the same
+warm-up costs no second SFT.
 """
 
 from __future__ import annotations
@@ -90,6 +93,9 @@ _SFT_WORLD = flags.DEFINE_integer("sft_world_offset", 0, "With --sft_steps: 0 = 
                                   "stage's item count.")
 _SFT_RATIO = flags.DEFINE_float("sft_answerable_ratio", None, "With --sft_world_offset: the share of "
                                 "answerable rows (default: the first stage's answerable_ratio).")
+_SFT_MODEL = flags.DEFINE_string("sft_model", None, "Instead of --sft_steps: the warm-up's exported HF "
+                                 "folder (e.g. an earlier check's <workdir>/sft/hf); GRPO starts "
+                                 "from it and the table has its sft row.")
 _RESAMPLES = flags.DEFINE_integer("bootstrap_resamples", 10_000, "Paired-bootstrap resamples.")
 _BEST_EVERY = flags.DEFINE_integer("best_every", 0, "> 0: validate every this many GRPO steps on a "
                                    "dev draw and report the kept step (module doc); 0 = the last step.")
@@ -227,10 +233,18 @@ def sft_warmup(config, steps: int, data_path: str | None = None, **options) -> s
 
 
 def check_inputs(config, split: str = "heldout", num_examples: int | None = None, sft_steps: int = 0,
-                 sft_data: str | None = None, sft_options: Mapping[str, Any] | None = None):
+                 sft_data: str | None = None, sft_options: Mapping[str, Any] | None = None,
+                 sft_model: str | None = None):
   """(EvalSettings, examples, rewards) after checking what a user can get wrong — the recipe, the
-  split, the data against the evaluator and rewards, the judges, the warm-up's size — before any
-  model loads, and that the workdir holds no GRPO run yet. Raises ValueError / FileNotFoundError."""
+  split, the data against the evaluator and rewards, the judges, the warm-up's size or the given
+  warm-up model — before any model loads, and that the workdir holds no GRPO run yet. Raises
+  ValueError / FileNotFoundError."""
+  if sft_model:
+    if sft_steps:
+      raise ValueError(f"--sft_model={sft_model} is a warm-up already made: drop --sft_steps")
+    if model_ref.resolve(sft_model).step is not None:
+      raise ValueError(f"--sft_model={sft_model}: GRPO starts from an HF folder, not a run's "
+                       "checkpoint (an SFT run exports one: <workdir>/hf)")
   settings = EvalSettings.from_config(config)
   held = checkpoints.latest_step(pathlib.Path(config.workdir) / "checkpoints")
   if held is not None:  # a Trainer there resumes: its "start" would be that step, not the model
@@ -249,21 +263,24 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
         output_dir: str | None = None, bootstrap_resamples: int = 10_000, command: str = "",
         progress: bool = True, sft_data: str | None = None,
         sft_options: Mapping[str, Any] | None = None, extra_metrics: Sequence[str] = (),
-        about_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        about_extra: Mapping[str, Any] | None = None, sft_model: str | None = None
+        ) -> dict[str, Any]:
   """The whole check on a prepared config (prepare_config); returns the summary written to
   OUT/learning_check.json (with "markdown" and "output_dir" added). `sft_data`: an Examples file
   for the warm-up instead of the first stage's synthetic draw; `sft_options`: sft_config's
-  world_offset, answerable_ratio and overlong (its data.overlong)."""
+  world_offset, answerable_ratio and overlong (its data.overlong); `sft_model`: a warm-up already
+  made (an HF folder) instead of `sft_steps`."""
   t0, load_start = time.perf_counter(), os.getloadavg()
   settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data,
-                                             sft_options)
+                                             sft_options, sft_model)
+  warm = bool(sft_steps or sft_model)
   out = pathlib.Path(output_dir or pathlib.Path(config.workdir) / "learning_check")
   options = settings.evaluate_options()  # judges built once, on first use
   tool = setup.build_tool(config)  # a searching recipe's retriever: every evaluation and GRPO use it
   kw = dict(rewards=rewards, options=options, progress=progress, tool=tool)
   results = []
   base_path = config.model.path
-  if sft_steps:  # the base model's row, then the warm-up; GRPO starts from the SFT model
+  if warm:  # the base model's row, then the warm-up; GRPO starts from the SFT model
     mesh = parallel.mesh_from_config(config.mesh)
     loaded = model_ref.load(model_ref.resolve(base_path), compute_dtype=models.DTYPES[config.model.compute_dtype],
                             mesh=mesh)
@@ -272,12 +289,13 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
     del loaded
     sampling.release_kv_cache()
     with config.unlocked():
-      config.model.path = sft_warmup(config, sft_steps, sft_data, **(sft_options or {}))
+      config.model.path = (str(sft_model) if sft_model else
+                           sft_warmup(config, sft_steps, sft_data, **(sft_options or {})))
   model_ref.write_run_config(config.workdir, config)
   trainer = trainer_lib.Trainer(config, tool=tool)
   kw["mesh"] = trainer.mesh
   results.append(harness.evaluate_model(trainer.model, trainer.tokenizer, examples, settings,
-                                        name="sft" if sft_steps else "start", **kw))
+                                        name="sft" if warm else "start", **kw))
   sampling.release_kv_cache()
   history = trainer.train()
   steps = sum(st.num_steps for st in config.stages)
@@ -296,7 +314,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
   results.append(harness.evaluate_model(policy, tokenizer, examples, settings, name="grpo", **kw))
   cmp = dict(n_resamples=bootstrap_resamples, seed=settings.seed)
   versus_start = comparison.compare(results, settings.recipe, **cmp)
-  versus_previous = comparison.compare(results[-2:], settings.recipe, **cmp) if sft_steps else None
+  versus_previous = comparison.compare(results[-2:], settings.recipe, **cmp) if warm else None
   names = [r.name for r in results]
   about = {"command": command, "split": split,
            "data": f"{len(examples)} {split} questions ({config.evals.data.kind}), decoding "
@@ -304,7 +322,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
                    f"{settings.decoding.max_new_tokens} new tokens",
            "sft_steps": sft_steps, "steps": steps, "wall_seconds": round(time.perf_counter() - t0, 1),
            "load_average": f"{load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end (1-min)",
-           "models": {"start": base_path, **({"sft": config.model.path} if sft_steps else {}),
+           "models": {"start": base_path, **({"sft": config.model.path} if warm else {}),
                       "grpo": grpo_ref}, **(about_extra or {})}
   report.write(out, settings.recipe, results, versus_start, about)
   if tool is not None:
@@ -339,12 +357,13 @@ def main(argv):
     if not _SFT_STEPS.value and (_SFT_WORLD.value or _SFT_RATIO.value is not None):
       raise ValueError("--sft_world_offset / --sft_answerable_ratio shape the warm-up: give --sft_steps")
     check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value,
-                 sft_options=sft_options)
+                 sft_options=sft_options, sft_model=_SFT_MODEL.value)
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"learning_check: {str(e).splitlines()[0]}")
   summary = run(config, split=_SPLIT.value, num_examples=_NUM_EXAMPLES.value,
                 sft_steps=_SFT_STEPS.value, output_dir=_OUTPUT_DIR.value,
-                bootstrap_resamples=_RESAMPLES.value, command=command, sft_options=sft_options)
+                bootstrap_resamples=_RESAMPLES.value, command=command, sft_options=sft_options,
+                sft_model=_SFT_MODEL.value)
   print(summary["markdown"])
   print(f"wrote {summary['output_dir']}/learning_check.md (with learning_check.json, report.md, "
         "metrics.json, predictions.jsonl)")

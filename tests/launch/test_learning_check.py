@@ -126,6 +126,12 @@ def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, 
   again = learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, tmp_path / "run"), steps=2)
   with pytest.raises(ValueError, match=r"already holds a GRPO run \(checkpoint step 2\)"):
     learning_check.check_inputs(again)
+  # --sft_model: an HF folder, not a run's checkpoint, and not beside --sft_steps
+  fresh = learning_check.prepare_config(tiny("truthrl", tiny_smollm2_dir, tmp_path / "b"), steps=2)
+  with pytest.raises(ValueError, match=r"@2: GRPO starts from an HF folder, not a run's checkpoint"):
+    learning_check.check_inputs(fresh, sft_model=f"{tmp_path / 'run'}@2")
+  with pytest.raises(ValueError, match="a warm-up already made: drop --sft_steps"):
+    learning_check.check_inputs(fresh, sft_steps=1, sft_model=saved["models"]["sft"])
 
 
 def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):
@@ -140,11 +146,15 @@ def test_bad_input_stops_before_a_model_loads(tiny_smollm2_dir, tmp_path):
 def test_a_searching_recipe_gets_its_retriever_in_every_evaluation_and_in_grpo(tiny_smollm2_dir,
                                                                                 tmp_path):
   # configs/search.py:runlocal samples several turns: the check builds the config's retriever once
-  # (before, its first evaluation raised "needs a tool")
+  # (before, its first evaluation raised "needs a tool"). The warm-up is a folder already made
+  # (--sft_model; here the tiny model itself): no SFT runs, the table still has its sft row.
   c = learning_check.prepare_config(tiny("search", tiny_smollm2_dir, tmp_path / "run"), steps=1)
-  summary = learning_check.run(c, sft_steps=1, bootstrap_resamples=100, command="python ...",
-                               progress=False)
+  summary = learning_check.run(c, sft_model=str(tiny_smollm2_dir), bootstrap_resamples=100,
+                               command="python ...", progress=False)
   assert [m for m in summary["metrics"]] == ["start", "sft", "grpo"]
+  assert summary["models"]["sft"] == str(tiny_smollm2_dir) and not (tmp_path / "run" / "sft").exists()
+  assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["path"] == \
+      str(tiny_smollm2_dir)
   for metrics in summary["metrics"].values():
     assert "search/calls_per_completion" in metrics and "search/searching_frac" in metrics
   rows = {r["metric"]: r for r in summary["rows"]}
