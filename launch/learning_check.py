@@ -289,7 +289,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
     del loaded
     sampling.release_kv_cache()
     with config.unlocked():
-      config.model.path = (str(sft_model) if sft_model else
+      config.model.path = (model_ref.resolve(sft_model).hf_folder if sft_model else  # "smollm2" too
                            sft_warmup(config, sft_steps, sft_data, **(sft_options or {})))
   model_ref.write_run_config(config.workdir, config)
   trainer = trainer_lib.Trainer(config, tool=tool)
