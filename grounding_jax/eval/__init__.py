@@ -8,6 +8,8 @@
   comparison   compare: each model's paired-bootstrap intervals against the first on the headline
                metric, the reward, selective prediction, answer EM / F1 and the two sides
   bootstrap    paired-bootstrap intervals of one model's difference to another on the same questions
+  seeds        runs of one check that differ in a seed, read back from their folders: each run's
+               gain and the gain pooled over the runs (questions resampled with all their rows)
   selective    selective prediction: coverage, accuracy among answered items, the risk–coverage
                curve and AURC, balanced accuracy (every evaluation row has them)
   report       predictions.jsonl, metrics.json and report.md (the paper's table, one row per model)
