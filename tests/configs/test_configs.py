@@ -184,3 +184,18 @@ def test_search_grounded_options_are_the_rewards_defaults():
   params = inspect.signature(search_reward.GroundedSearchReward.__init__).parameters
   assert dict(c.reward.functions[0].options) == {k: p.default for k, p in params.items() if k != "self"}
   assert dict(_load(ROOT / "configs" / "search.py").get_config("runlocal").reward.functions[0].options) == {}
+
+
+def test_search_grounded_contrast_check_prices_an_unjustified_abstention_at_half_the_rate():
+  # The settings its learning check learned with (docs/recipes/search.md): −1 for abstaining where
+  # the search found the answer, lr 1e-5; only for the grounded :runlocal contrast check.
+  module = _load(ROOT / "configs" / "search.py")
+  checked = module.get_config("runlocal,grounded,contrast")
+  assert checked.reward.functions[0].options.unjustified_abstain_reward == -1.0
+  assert checked.optimizer.learning_rate == 1e-5
+  assert checked.stages[0].data.evidence_contrast == "gold_removed"
+  for other in ("runlocal,grounded", "runlocal,contrast", "grounded,contrast"):
+    c = module.get_config(other)
+    assert c.optimizer.learning_rate == module.get_config(other.replace("contrast", "").strip(",")
+                                                          ).optimizer.learning_rate, other
+    assert c.reward.functions[0].options.get("unjustified_abstain_reward", 0.0) == 0.0, other
