@@ -1,7 +1,6 @@
 r"""Several runs of one check, one table: each run's gain and the gain pooled over the runs.
 
-  python launch/seed_table.py --run=/work/runs/s38/gc3_s0_lr1e5 --run=/work/runs/s38/gc3_s1_lr1e5 \
-      --run=/work/runs/s38/gc3_s2_lr1e5
+  python launch/seed_table.py --run=/tmp/gj_lc_s0 --run=/tmp/gj_lc_s1 --run=/tmp/gj_lc_s2
   python launch/seed_table.py --run=A/eval --run=B/eval --before=start --after=GRPO --out=/tmp/seeds.json
 
 Each --run is an evaluation folder (launch/evaluate.py's --output_dir, a learning check's

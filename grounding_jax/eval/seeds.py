@@ -109,14 +109,13 @@ def seed_table(evaluations: Sequence[Evaluation], *, before: str = "sft", after:
   kw = dict(n_resamples=n_resamples, seed=seed)
   per_run = [comparison.compare([ev.models[before], ev.models[after]], recipe, **kw)[1]
              for ev in evaluations]
-  pooled = comparison.compare([pool([ev.models[before] for ev in evaluations], before),
-                               pool([ev.models[after] for ev in evaluations], after)], recipe, **kw)[1]
+  rows = [pool([ev.models[which] for ev in evaluations], which) for which in (before, after)]
+  pooled = comparison.compare(rows, recipe, **kw)[1]
   headline = recipes.get_recipe(recipe).headline_metric
   names = [m for m in dict.fromkeys((headline, *METRICS)) if m in pooled]
-  level = lambda which, m: float(np.mean([ev.models[which].metrics.get(m, math.nan)
-                                          for ev in evaluations]))
   return {"recipe": recipe, "runs": [ev.path for ev in evaluations], "metrics": names,
-          "before": {m: level(before, m) for m in names}, "after": {m: level(after, m) for m in names},
+          **{key: {m: row.metrics.get(m, math.nan) for m in names}
+             for key, row in zip(("before", "after"), rows)},
           "per_run": [{m: iv[m] for m in names} for iv in per_run],
           "pooled": {m: pooled[m] for m in names}, "labels": (before, after)}
 
