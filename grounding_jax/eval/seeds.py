@@ -106,10 +106,10 @@ def seed_table(evaluations: Sequence[Evaluation], *, before: str = "sft", after:
     missing = {before, after} - set(ev.models)
     if missing:
       raise ValueError(f"{ev.path}: no model row {sorted(missing)}; rows: {sorted(ev.models)}")
+  rows = [pool([ev.models[which] for ev in evaluations], which) for which in (before, after)]
   kw = dict(n_resamples=n_resamples, seed=seed)
   per_run = [comparison.compare([ev.models[before], ev.models[after]], recipe, **kw)[1]
              for ev in evaluations]
-  rows = [pool([ev.models[which] for ev in evaluations], which) for which in (before, after)]
   pooled = comparison.compare(rows, recipe, **kw)[1]
   headline = recipes.get_recipe(recipe).headline_metric
   names = [m for m in dict.fromkeys((headline, *METRICS)) if m in pooled]

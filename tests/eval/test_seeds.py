@@ -100,7 +100,7 @@ def test_bad_folders_name_the_file_and_line(tmp_path):
   other = seeds.Evaluation("c", "truthrl", {k: ModelResult(k, v.metrics, v.per_example, [], 1,
                                                            v.ids[::-1]) for k, v in a.models.items()})
   with pytest.raises(ValueError, match="different questions"):
-    seeds.seed_table([a, other])
+    seeds.seed_table([a, other], n_resamples=100)
   with pytest.raises(ValueError, match="recipe 'grace', not 'truthrl'"):
     seeds.seed_table([a, seeds.Evaluation("d", "grace", a.models)])
 
