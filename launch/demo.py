@@ -184,13 +184,15 @@ def _training_notes(history: Sequence[dict]) -> list[str]:
 def run(workdir: str | os.PathLike,
         sft_cfgs: Sequence[ml_collections.ConfigDict],
         grpo_cfg: ml_collections.ConfigDict, *, real_data: Sequence[str] = (),
-        real_num_examples: int = 24, world: str = "", progress: bool = True) -> dict:
+        real_num_examples: int = 24, world: str = "", progress: bool = True,
+        bootstrap_resamples: int = 10_000) -> dict:
   """Runs every stage (module doc); returns {"results", "intervals", "vs_sft", "report", "real"}.
 
   `sft_cfgs` are configs/demo.py's SFT passes, each from the previous pass's model. The configs
   are used as given except for their workdirs (<workdir>/sft1, ... for the passes before the last;
   <workdir>/sft, <workdir>/grpo) and model paths (a pass after the first starts from the previous
-  pass's HF folder; GRPO from <workdir>/sft/hf, the SFT model).
+  pass's HF folder; GRPO from <workdir>/sft/hf, the SFT model). `bootstrap_resamples`: of every
+  paired-bootstrap interval in the report.
   """
   workdir = pathlib.Path(workdir).absolute()
   if workdir.exists() and any(workdir.iterdir()):  # the trainers would resume an earlier run
@@ -302,8 +304,9 @@ def run(workdir: str | os.PathLike,
 
   clock.start("report")
   results = [start, sft_result, grpo_result]
-  intervals = comparison.compare(results, settings.recipe, seed=settings.seed)
-  vs_sft = comparison.compare([sft_result, grpo_result], settings.recipe, seed=settings.seed)[1]
+  cmp = dict(seed=settings.seed, n_resamples=bootstrap_resamples)
+  intervals = comparison.compare(results, settings.recipe, **cmp)
+  vs_sft = comparison.compare([sft_result, grpo_result], settings.recipe, **cmp)[1]
   out = workdir / "report"
   about = {"command": "python " + " ".join(sys.argv) if sys.argv else "launch/demo.py",
            "data": (f"synthetic held-out split: {len(examples)} questions of the training world (seed "
@@ -322,7 +325,7 @@ def run(workdir: str | os.PathLike,
     for name, (source, exs) in real.items():
       pair = [evaluate(base, tokenizer, "start", exs, real_settings),
               evaluate(grpo_model, tokenizer, "GRPO", exs, real_settings)]
-      ivs = comparison.compare(pair, settings.recipe, seed=settings.seed)
+      ivs = comparison.compare(pair, settings.recipe, **cmp)
       report.write(out / f"real_{name}", settings.recipe, pair, ivs,
                    {"data": f"{name}: the first {len(exs)} questions of {source} (every paragraph)",
                     "decoding": dataclasses.asdict(settings.decoding),

@@ -92,7 +92,7 @@ def test_demo_pipeline_runs_end_to_end_on_a_tiny_model(tiny_smollm2_dir, tmp_pat
   grpo_cfg.evals.update(dict(num_examples=8, batch_size=8, every_steps=1, dev_examples=4))
   grpo_cfg.evals.decoding.max_new_tokens = 8
   out = demo.run(tmp_path / "demo", sft_cfgs, grpo_cfg, real_data=demo.REAL_DATA,
-                 real_num_examples=2, progress=False)
+                 real_num_examples=2, progress=False, bootstrap_resamples=200)
   printed = capsys.readouterr().out
   report = (tmp_path / "demo" / "report" / "report.md").read_text()
   for text in ("| start |", "| SFT |", "| GRPO |", "GRPO vs SFT", "zero-variance group fraction",
