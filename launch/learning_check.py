@@ -35,7 +35,8 @@ abstention on unanswerable items). 0 (default): the last step.
 
 --sft_steps=N warms up on N x 4 gold completions first: of the first stage's own items by default
 (at most its num_examples / 4 steps), or with --sft_world_offset=K of the world seed + K (the
-stage's context options, --sft_answerable_ratio answerable), as the demo's SFT draws another world.
+stage's context options, --sft_answerable_ratio answerable), as the demo's SFT draws another world;
+--sft_target mixes gold-completion styles (a warm-up that seldom searches, for the search recipes).
 --sft_model=F starts GRPO from a warm-up already made instead (an HF folder, e.g. an earlier check's
 <workdir>/sft/hf): the table keeps its start / sft / grpo rows, and a second GRPO seed of the same
 warm-up costs no second SFT.
@@ -72,6 +73,7 @@ from grounding_jax.models import hf_export
 from grounding_jax.rl.config import presets
 from grounding_jax.rl import setup
 from grounding_jax.rl import trainer as trainer_lib
+from grounding_jax.sft import data as sft_data
 from grounding_jax.sft import trainer as sft_trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a configs/*.py file[:arg].",
@@ -93,6 +95,10 @@ _SFT_WORLD = flags.DEFINE_integer("sft_world_offset", 0, "With --sft_steps: 0 = 
                                   "stage's item count.")
 _SFT_RATIO = flags.DEFINE_float("sft_answerable_ratio", None, "With --sft_world_offset: the share of "
                                 "answerable rows (default: the first stage's answerable_ratio).")
+_SFT_TARGET = flags.DEFINE_string("sft_target", "default", "With --sft_steps: the gold completions' "
+                                  "style, or a mix of styles (SFT data.target): e.g. the search "
+                                  "recipes' 'default:0.25,direct:0.75' leaves a warm-up that mostly "
+                                  "answers without searching.")
 _SFT_MODEL = flags.DEFINE_string("sft_model", None, "Instead of --sft_steps: the warm-up's exported HF "
                                  "folder (e.g. an earlier check's <workdir>/sft/hf); GRPO starts "
                                  "from it and the table has its sft row.")
@@ -167,7 +173,7 @@ def examples_for(config, split: str, num_examples: int) -> list:
 
 
 def sft_config(config, steps: int, data_path: str | None = None, world_offset: int = 0,
-               answerable_ratio: float | None = None, overlong: str = "cut"):
+               answerable_ratio: float | None = None, overlong: str = "cut", target: str = "default"):
   """configs/sft.py:runlocal for a warm-up before GRPO: the first stage recipe's prompt and gold
   completion (`Recipe.gold_completion`) of that stage's own training items (same synthetic draw, so
   no held-out item is seen) — or of the Examples file `data_path` (launch/real_data_check.py's SFT
@@ -176,7 +182,8 @@ def sft_config(config, steps: int, data_path: str | None = None, world_offset: i
   max_new_tokens is cut, with a warning, or left out with overlong="drop" (SFT data.overlong).
   `world_offset` > 0: the rows are steps x 4 items of the world seed + world_offset instead (the
   stage's context options, `answerable_ratio` or the stage's share answerable): no entity of the
-  evaluated world, and as many rows as the steps need."""
+  evaluated world, and as many rows as the steps need. `target`: the gold completions' style or a
+  mix of styles (SFT data.target, e.g. "default:0.25,direct:0.75")."""
   c = sft_trainer.default_config()
   st = config.stages[0]
   if st.data.kind != "synthetic" and not data_path:
@@ -185,7 +192,9 @@ def sft_config(config, steps: int, data_path: str | None = None, world_offset: i
   c.model.update(dict(path=config.model.path, remat=True, compute_dtype=config.model.compute_dtype))
   c.data.update(dict(kind="recipe", recipe=st.recipe, enable_thinking=config.rollout.enable_thinking,
                      max_prompt_tokens=int(config.rollout.max_prompt_tokens),
-                     max_completion_tokens=int(config.rollout.max_new_tokens), overlong=overlong))
+                     max_completion_tokens=int(config.rollout.max_new_tokens), overlong=overlong,
+                     target=target))
+  sft_data.target_styles(target, 4, 0)  # a malformed mix fails here, before any model loads
   if data_path:
     if world_offset or answerable_ratio is not None:
       raise ValueError("--sft_world_offset / --sft_answerable_ratio draw synthetic rows; this "
@@ -221,7 +230,7 @@ def sft_config(config, steps: int, data_path: str | None = None, world_offset: i
 
 
 def sft_warmup(config, steps: int, data_path: str | None = None, **options) -> str:
-  """Runs the warm-up (sft_config; `options`: its world_offset, answerable_ratio, overlong) and
+  """Runs the warm-up (sft_config; `options`: its world_offset, answerable_ratio, overlong, target) and
   returns its exported HF folder, the GRPO start model."""
   c = sft_config(config, steps, data_path, **options)
   model_ref.write_run_config(c.workdir, c)
@@ -268,7 +277,7 @@ def run(config, *, split: str = "heldout", num_examples: int | None = None, sft_
   """The whole check on a prepared config (prepare_config); returns the summary written to
   OUT/learning_check.json (with "markdown" and "output_dir" added). `sft_data`: an Examples file
   for the warm-up instead of the first stage's synthetic draw; `sft_options`: sft_config's
-  world_offset, answerable_ratio and overlong (its data.overlong); `sft_model`: a warm-up already
+  world_offset, answerable_ratio, overlong (its data.overlong) and target; `sft_model`: a warm-up already
   made (an HF folder) instead of `sft_steps`."""
   t0, load_start = time.perf_counter(), os.getloadavg()
   settings, examples, rewards = check_inputs(config, split, num_examples, sft_steps, sft_data,
@@ -353,9 +362,12 @@ def main(argv):
     config = prepare_config(_CONFIG.value, workdir=_WORKDIR.value, steps=_STEPS.value,
                             best_every=_BEST_EVERY.value, best_metric=_BEST_METRIC.value,
                             dev_examples=_DEV_EXAMPLES.value)
-    sft_options = dict(world_offset=_SFT_WORLD.value, answerable_ratio=_SFT_RATIO.value)
-    if not _SFT_STEPS.value and (_SFT_WORLD.value or _SFT_RATIO.value is not None):
-      raise ValueError("--sft_world_offset / --sft_answerable_ratio shape the warm-up: give --sft_steps")
+    sft_options = dict(world_offset=_SFT_WORLD.value, answerable_ratio=_SFT_RATIO.value,
+                       target=_SFT_TARGET.value)
+    if not _SFT_STEPS.value and (_SFT_WORLD.value or _SFT_RATIO.value is not None or
+                                 _SFT_TARGET.value != "default"):
+      raise ValueError("--sft_world_offset / --sft_answerable_ratio / --sft_target shape the "
+                       "warm-up: give --sft_steps")
     check_inputs(config, _SPLIT.value, _NUM_EXAMPLES.value, _SFT_STEPS.value,
                  sft_options=sft_options, sft_model=_SFT_MODEL.value)
   except (ValueError, FileNotFoundError) as e:

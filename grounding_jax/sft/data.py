@@ -94,10 +94,43 @@ def load_examples(data: ml_collections.ConfigDict) -> tuple[list[Example], str]:
   raise ValueError(f"config.data.source={data.source!r}; expected one of {SOURCES}")
 
 
+def target_styles(spec: str, n: int, seed: int) -> list[str]:
+  """The gold-completion style of each of `n` rows for config data.target: one style ("default")
+  for all, or a mix "style:share,style:share" (shares summing to 1) — each style on round(share x n)
+  rows (the last takes the rest), the rows drawn by a permutation seeded with `seed`.
+
+  Raises:
+    ValueError: a malformed mix, a share outside [0, 1], or shares not summing to 1.
+  """
+  if ":" not in spec:
+    return [spec] * n
+  mix = []
+  for part in spec.split(","):
+    style, _, share = part.strip().partition(":")
+    try:
+      mix.append((style.strip(), float(share)))
+    except ValueError:
+      raise ValueError(f"data.target={spec!r}: {part!r} is not style:share") from None
+  shares = [share for _, share in mix]
+  if not all(style for style, _ in mix) or not all(0.0 <= x <= 1.0 for x in shares) or \
+     abs(sum(shares) - 1.0) > 1e-6:
+    raise ValueError(f"data.target={spec!r}: a mix is style:share pairs with shares in [0, 1] "
+                     "summing to 1, e.g. 'default:0.25,direct:0.75'")
+  order = np.random.default_rng(seed).permutation(n)
+  styles, start = [""] * n, 0
+  for k, (style, share) in enumerate(mix):
+    stop = n if k == len(mix) - 1 else min(n, start + round(share * n))
+    for i in order[start:stop]:
+      styles[i] = style
+    start = stop
+  return styles
+
+
 def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
   """One row per Example: `messages` = the recipe's prompt (template data.template), `target` = its
   gold completion (style data.target), with the results of the recipe's tool calls as
-  `inserted_spans` (`ToolFormat.inserted_spans`; none for a recipe without a `tool_format`). With
+  `inserted_spans` (`ToolFormat.inserted_spans`; none for a recipe without a `tool_format`); a
+  data.target mix ("default:0.25,direct:0.75", `target_styles`) gives rows of several styles. With
   data.answerable_only, Examples whose context lacks the answer (`answerable` False) give no row.
 
   Raises:
@@ -114,11 +147,12 @@ def recipe_rows(data: ml_collections.ConfigDict) -> list[SFTRow]:
   if not examples:
     raise ValueError(f"{source}: no Examples to build SFT rows from")
   tool_format = getattr(recipe, "tool_format", None)
+  styles = target_styles(data.target, len(examples), int(data.seed))
   rows = []
   for i, ex in enumerate(examples):
     where = f"{source} example {i + 1} (id={ex.id!r})"
     try:
-      target = recipe.gold_completion(ex, style=data.target)
+      target = recipe.gold_completion(ex, style=styles[i])
       messages = recipe.messages(ex, template=data.template)
     except (ValueError, TypeError, NotImplementedError) as e:
       raise ValueError(f"{where}: {e}") from None

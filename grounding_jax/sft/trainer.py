@@ -85,7 +85,8 @@ def default_config() -> ml_collections.ConfigDict:
       recipe="",                  # kind "recipe": a recipe name (grounding_jax.recipes)
       source="synthetic",         # kind "recipe": "synthetic" (the offline world) or "jsonl" (path)
       template="default",         # kind "recipe": the recipe's prompt template
-      target="default",           # kind "recipe": the gold completion's style (ARENA: "direct")
+      target="default",           # kind "recipe": the gold completion's style (ARENA: "direct"),
+                                  # or a mix of styles "default:0.25,direct:0.75" (data.target_styles)
       num_examples=256,           # kind "recipe": synthetic Examples (0 = all of a JSONL)
       seed=0,                     # kind "recipe": the synthetic world's seed
       answerable_ratio=0.5,       # kind "recipe": synthetic questions answerable from their passages

@@ -84,6 +84,10 @@ def test_sft_rows_from_another_world(tiny_smollm2_dir, tmp_path):
     learning_check.sft_config(c, 24)
   with pytest.raises(ValueError, match="sft_answerable_ratio=1.5"):
     learning_check.sft_config(c, 4, world_offset=1, answerable_ratio=1.5)
+  assert learning_check.sft_config(c, 2, target="default:0.5,direct:0.5").data.target == \
+      "default:0.5,direct:0.5"
+  with pytest.raises(ValueError, match="data.target='default:0.5'"):  # before any model loads
+    learning_check.sft_config(c, 2, target="default:0.5")
 
 
 def test_base_sft_grpo_table_from_the_evaluations_and_the_run(tiny_smollm2_dir, tmp_path):

@@ -104,6 +104,8 @@ def test_recipe_rows_errors_name_the_example_and_the_fix():
     sft_data.load_rows(_recipe_config(recipe="graze"))
   with pytest.raises(ValueError, match=r"no gold completion style 'direct'"):
     sft_data.load_rows(_recipe_config(target="direct"))
+  with pytest.raises(ValueError, match=r"no gold completion style 'direct'"):  # in a mix too
+    sft_data.load_rows(_recipe_config(target="default:0.5,direct:0.5"))
   with pytest.raises(ValueError, match="source='jsonl' needs config.data.path"):
     sft_data.load_rows(_recipe_config(source="jsonl"))
   with pytest.raises(ValueError, match="data.source='web'"):
@@ -132,3 +134,31 @@ def test_num_passages_sets_each_synthetic_context_and_is_checked_before_any_mode
   assert sft_data.load_rows(_recipe_config()) != rows  # the default stays five
   with pytest.raises(ValueError, match="num_passages=1: need at least 2"):
     sft_data.load_rows(_recipe_config(num_passages=1))
+
+
+def test_a_target_mix_gives_each_style_its_share_of_rows():
+  styles = sft_data.target_styles("default:0.25,direct:0.75", 64, seed=3)
+  assert styles.count("default") == 16 and styles.count("direct") == 48
+  assert styles == sft_data.target_styles("default:0.25,direct:0.75", 64, seed=3)  # seeded
+  assert styles != sft_data.target_styles("default:0.25,direct:0.75", 64, seed=4)
+  assert sft_data.target_styles("direct", 3, seed=0) == ["direct"] * 3
+  assert sft_data.target_styles("a:0.5,b:0.5", 5, seed=0).count("b") == 3  # the last takes the rest
+  for bad in ("default:0.5,direct:0.6", "default:x", "default:1.5,direct:-0.5", ":1"):
+    with pytest.raises(ValueError, match="data.target="):
+      sft_data.target_styles(bad, 4, seed=0)
+
+
+def test_search_rows_of_a_mix_search_or_answer_directly():
+  """The search recipe's "direct" rows answer without a search (no inserted spans); the default
+  rows search; the mix keeps each row's prompt."""
+  mixed = sft_data.load_rows(_recipe_config(recipe="search", num_examples=8,
+                                            target="default:0.25,direct:0.75"))
+  searching = sft_data.load_rows(_recipe_config(recipe="search", num_examples=8))
+  styles = sft_data.target_styles("default:0.25,direct:0.75", 8, seed=1)
+  for row, gold_row, style in zip(mixed, searching, styles, strict=True):
+    assert row.messages == gold_row.messages
+    if style == "default":
+      assert row == gold_row and "<search>" in row.target and row.inserted_spans
+    else:
+      assert "<search>" not in row.target and not row.inserted_spans
+      assert row.target.endswith(gold_row.target[gold_row.target.rindex("<answer>"):])

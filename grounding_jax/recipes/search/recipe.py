@@ -139,6 +139,16 @@ def gold_trace(recipe: str, ex: Example) -> str:
   return "".join(turns) + f"<think>{facts} So the answer is {answer_}.</think>\n<answer> {answer_} </answer>"
 
 
+def direct_trace(recipe: str, ex: Example) -> str:
+  """An answer from what the model knows, no search: a think, then the gold answer, or `I don't
+  know` where the corpus lacks it (as gold_trace). On a world the model is then evaluated on (SFT
+  rows drawn from another world: learning_check --sft_world_offset) such an answer is a guess."""
+  if not (gold.gold_support(ex) if gold.has_answer_in_context(ex) else []):
+    return f"<think>I do not know this.</think>\n<answer> {ABSTENTION} </answer>"
+  answer_ = gold.gold_answer(recipe, ex)
+  return f"<think>I know this: the answer is {answer_}.</think>\n<answer> {answer_} </answer>"
+
+
 # ------------------------------------------------------------------------------------------ recipes
 
 class Search(base.Recipe):
@@ -167,11 +177,14 @@ class Search(base.Recipe):
     return evaluate(completions, examples, **kwargs)
 
   def gold_completion(self, example: Example, *, style: str = "default") -> str:
-    """A gold search trace (`gold_trace`) for SFT warm-up: Search-R1 trains from the base or
-    instruct model with RL alone (§4.1) and states no SFT target [DECISION]. Where the corpus lacks
-    the answer the trace says `I don't know` (an answer EM scores 0), not a made-up answer."""
-    self._check_style(style)
-    return gold_trace(self.name, example)
+    """style "default": a gold search trace (`gold_trace`) for SFT warm-up: Search-R1 trains from
+    the base or instruct model with RL alone (§4.1) and states no SFT target [DECISION]. Where the
+    corpus lacks the answer the trace says `I don't know` (an answer EM scores 0), not a made-up
+    answer. style "direct": `direct_trace`, an answer without searching — mixed into a warm-up
+    (SFT data.target "default:0.25,direct:0.75") it leaves a policy that seldom searches, the
+    instruct models Search-R1 starts from, so RL has the searching to learn."""
+    self._check_style(style, ("default", "direct"))
+    return direct_trace(self.name, example) if style == "direct" else gold_trace(self.name, example)
 
 
 class GroundedSearch(Search):

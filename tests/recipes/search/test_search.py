@@ -127,8 +127,13 @@ def test_gold_traces_search_each_hop_then_answer():
   trace = recipe.gold_completion(unanswerable)
   assert trace.count("<search>") == 1 and trace.endswith("<answer> I don't know </answer>")
   assert recipe.reward()([trace], [unanswerable])["abstain_ok"][0] == 1
+  # "direct": the same answer, no search (a warm-up mixing it in seldom searches)
+  direct = recipe.gold_completion(two_hop, style="direct")
+  assert "<search>" not in direct and direct.endswith(f"<answer> {two_hop.answers[0]} </answer>")
+  assert recipe.gold_completion(unanswerable, style="direct").endswith("<answer> I don't know </answer>")
+  assert recipe.reward()([direct], [two_hop])["abstain_ok"][0] == 0
   with pytest.raises(ValueError, match="no gold completion style"):
-    recipe.gold_completion(two_hop, style="direct")
+    recipe.gold_completion(two_hop, style="reader")
 
 
 def test_an_evidence_contrast_pair_over_the_synthetic_corpus_is_rewarded_by_its_row_label():
