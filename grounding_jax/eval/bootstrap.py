@@ -116,16 +116,31 @@ def paired_bootstrap(a: PerExample, b: PerExample,
 def paired_bootstraps(a: PerExample, b: PerExample,
                       statistics: Callable[[PerExample], Mapping[str, float]], *,
                       n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
-                      rows_per_question: int = 1) -> dict[str, Interval]:
+                      rows_per_question: int = 1, batched: bool = False) -> dict[str, Interval]:
   """`paired_bootstrap` of several statistics computed together: {name: Interval} of
   statistics(b)[name] − statistics(a)[name], every name on the same resamples (the same draw as
-  `paired_bootstrap` with the same seed)."""
+  `paired_bootstrap` with the same seed). batched=True: `statistics` also takes columns [R, N] (R
+  resamples' rows) and returns {name: float [R]} — as selective.summary does — and is called once
+  per chunk of resamples instead of once per resample (the same intervals, ~50× sooner)."""
   rows = _resampled_rows(a, b, rows_per_question, n_resamples, seed, confidence)
   full_a, full_b = statistics(a), statistics(b)
   names = list(full_b)
-  diffs = np.empty((n_resamples, len(names)))
-  for j, r in enumerate(rows):
-    sa, sb = statistics(_rows(a, r)), statistics(_rows(b, r))
-    diffs[j] = [sb[m] - sa[m] for m in names]
-  return {m: _interval(float(full_b[m] - full_a[m]), diffs[:, i], confidence, n_resamples)
+  if batched:
+    chunks = np.array_split(rows, max(1, rows.size // _BATCH_ELEMENTS))
+    diffs = np.concatenate([_differences(statistics, a, b, r, names) for r in chunks])
+  else:
+    diffs = np.stack([_differences(statistics, a, b, r, names) for r in rows])
+  return {m: _interval(float(full_b[m] - full_a[m]), diffs[..., i], confidence, n_resamples)
           for i, m in enumerate(names)}
+
+
+# Per-example values per chunk of a batched bootstrap (8 MB a float64 column).
+_BATCH_ELEMENTS = 1_000_000
+
+
+def _differences(statistics, a: PerExample, b: PerExample, rows: np.ndarray,
+                 names: list[str]) -> np.ndarray:
+  """float64 [..., len(names)]: statistics(b) − statistics(a) on `rows` ([N] or [R, N])."""
+  sa, sb = statistics(_rows(a, rows)), statistics(_rows(b, rows))
+  return np.stack([np.broadcast_to(np.asarray(sb[m], np.float64) - np.asarray(sa[m], np.float64),
+                                   rows.shape[:-1]) for m in names], -1)

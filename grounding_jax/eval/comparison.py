@@ -38,24 +38,35 @@ def compare(results: Sequence[ModelResult], recipe_name: str, *, n_resamples: in
                        "bootstrap needs the same examples in the same order")
     kw = dict(n_resamples=n_resamples, seed=seed, confidence=confidence,
               rows_per_question=r.num_samples)
-    entry = {headline: bootstrap.paired_bootstrap(first.per_example, r.per_example,
-                                                  lambda d: recipe.aggregate(d)[headline], **kw)}
+    batched = dict(kw, batched=True)  # these statistics take every resample at once
+    if recipe.aggregates_batched:  # column means: resample only the columns they read
+      entry = bootstrap.paired_bootstraps(_metric_columns(first, recipe), _metric_columns(r, recipe),
+                                          lambda d: {headline: recipe.aggregate(d)[headline]},
+                                          **batched)
+    else:
+      entry = {headline: bootstrap.paired_bootstrap(first.per_example, r.per_example,
+                                                    lambda d: recipe.aggregate(d)[headline], **kw)}
     if "reward" in r.per_example and "reward" in first.per_example:
       entry["reward"] = bootstrap.paired_bootstrap(first.per_example["reward"],
                                                    r.per_example["reward"], **kw)
     entry.update(bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
-                                             selective.summary, **kw))
+                                             selective.summary, **batched))
     subsets = {**bootstrap.paired_bootstraps(_answer_columns(first), _answer_columns(r),
-                                             metrics_lib.answer_summary, **kw),
+                                             metrics_lib.answer_summary, **batched),
                **bootstrap.paired_bootstraps(_selective_columns(first), _selective_columns(r),
-                                             _sides, **kw)}
+                                             selective.sides, **batched)}
     if "searches" in r.per_example and "searches" in first.per_example:  # multi-turn evaluations
       subsets.update(bootstrap.paired_bootstraps(_search_columns(first), _search_columns(r),
-                                                 _search_summary, **kw))
+                                                 _search_summary, **batched))
     # Only where the questions have the subset (no unanswerable items: no abstention side).
     entry.update({k: v for k, v in subsets.items() if not np.isnan(v.difference)})
     out.append(entry)
   return out
+
+
+def _metric_columns(result: ModelResult, recipe) -> dict[str, np.ndarray]:
+  """The per-example columns the base Recipe.aggregate reads (its metric_columns)."""
+  return {k: result.per_example[k] for k in recipe.metric_columns if k in result.per_example}
 
 
 def _selective_columns(result: ModelResult) -> dict[str, np.ndarray]:
@@ -75,17 +86,8 @@ def _search_columns(result: ModelResult) -> dict[str, np.ndarray]:
 
 
 def _search_summary(per: Mapping[str, np.ndarray]) -> dict[str, float]:
-  """The sampler's search/ metrics (sampling/multiturn.tool_metrics) of these rows; gold recall
-  NaN where none of them has a gold passage id."""
+  """The sampler's search/ metrics (sampling/multiturn.tool_metrics) of these rows (or of each
+  resample's, [R, N]); gold recall NaN where none of them has a gold passage id."""
   m = multiturn.tool_metrics(per["searches"], per["gold_recall"])
   m.setdefault("search/gold_recall", float("nan"))
   return m
-
-
-def _sides(per: Mapping[str, np.ndarray]) -> dict[str, float]:
-  """accuracy_answerable and abstention_unanswerable (in %, NaN for an absent side), as _row."""
-  answerable = np.asarray(per["item_answerable"]) > 0
-  return {"accuracy_answerable": (100.0 * float(np.mean(per["correct"][answerable]))
-                                  if answerable.any() else float("nan")),
-          "abstention_unanswerable": (100.0 * float(np.mean(per["abstained"][~answerable]))
-                                      if (~answerable).any() else float("nan"))}

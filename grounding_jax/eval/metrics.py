@@ -40,10 +40,23 @@ def answer_scores(answers: Sequence[object], golds: Sequence[Sequence[str]]) -> 
 
 def answer_summary(per_example) -> dict[str, float]:
   """{"answer_em", "answer_f1"}: the means (in %) of answer_scores' columns over the rows whose
-  "item_answerable" is > 0 (NaN without any)."""
+  "item_answerable" is > 0 (NaN without any). Columns [..., N] with leading axes (the bootstrap's
+  resamples) give arrays over those axes."""
   answerable = np.asarray(per_example["item_answerable"], np.float64) > 0
-  return {k: (100.0 * float(np.mean(np.asarray(per_example[k], np.float64)[answerable]))
-              if answerable.any() else float("nan")) for k in ANSWER_METRICS}
+  return {k: as_float(100.0 * subset_mean(per_example[k], answerable)) for k in ANSWER_METRICS}
+
+
+def subset_mean(values, rows) -> np.ndarray:
+  """The mean of `values` over the rows where `rows` is True, along the last axis: NaN where no
+  row is (a NaN value among them counts); leading axes are independent sets of rows."""
+  values = np.asarray(values, np.float64)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    return np.where(rows, values, 0.0).sum(-1) / np.sum(rows, -1)
+
+
+def as_float(x) -> float | np.ndarray:
+  """A 0-d result as a Python float; a batched one (leading axes) as the array."""
+  return float(x) if np.ndim(x) == 0 else np.asarray(x)
 
 
 def pass_at_k(num_samples: Sequence[int] | int, num_correct: Sequence[int] | int, k: int) -> np.ndarray:

@@ -39,6 +39,8 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from grounding_jax.eval.metrics import as_float, subset_mean
+
 METRICS = ("coverage", "selective_accuracy", "aurc", "balanced_accuracy")
 # The direction in which each metric improves (checkpoint.best_mode must agree; coverage has none).
 HIGHER_IS_BETTER = ("selective_accuracy", "balanced_accuracy")
@@ -72,51 +74,68 @@ def confidence(answered: np.ndarray, mean_logprob: Optional[np.ndarray] = None) 
 
 
 def risk_coverage(loss: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """The risk–coverage curve: (coverage [n], risk [n]) at i = 1..n items accepted, most confident
-  first (coverage i/n; risk = the mean loss of those i items, in expectation over orderings of tied
-  scores). Risk is in the loss's units (1 − accuracy for 0 / 1 losses)."""
+  """The risk–coverage curve: (coverage [n], risk [..., n]) at i = 1..n items accepted, most
+  confident first (coverage i/n; risk = the mean loss of those i items, in expectation over
+  orderings of tied scores). Risk is in the loss's units (1 − accuracy for 0 / 1 losses). Leading
+  axes are independent item sets (the bootstrap's resamples, [R, n])."""
   loss, score = np.asarray(loss, np.float64), np.asarray(score, np.float64)
-  n = len(loss)
+  n = loss.shape[-1] if loss.ndim else 0
   if n == 0 or score.shape != loss.shape:
     raise ValueError(f"risk_coverage needs n >= 1 aligned losses and scores; got {loss.shape}, "
                      f"{score.shape}")
-  order = np.argsort(-score, kind="stable")
-  s, l = score[order], loss[order]
-  starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])       # first position of each tied block
-  sizes = np.diff(np.r_[starts, n])
-  block_loss = np.add.reduceat(l, starts)
-  before = np.r_[0.0, np.cumsum(block_loss)[:-1]]             # loss accepted before each block
-  block = np.repeat(np.arange(len(starts)), sizes)            # each position's block
+  order = np.argsort(-score, axis=-1, kind="stable")
+  s, l = np.take_along_axis(score, order, -1), np.take_along_axis(loss, order, -1)
+  pos = np.broadcast_to(np.arange(n), s.shape)
+  change = s[..., 1:] != s[..., :-1]
+  edge = np.ones(s.shape[:-1] + (1,), bool)
+  # Each position's tied block [start, end): its first position, and one past its last.
+  start = np.maximum.accumulate(np.where(np.concatenate([edge, change], -1), pos, 0), axis=-1)
+  last = np.where(np.concatenate([change, edge], -1), pos + 1, n)
+  end = np.flip(np.minimum.accumulate(np.flip(last, -1), axis=-1), -1)
+  accepted = np.concatenate([np.zeros_like(edge, np.float64), np.cumsum(l, -1)], -1)  # loss of 0..n
+  before = np.take_along_axis(accepted, start, -1)             # loss accepted before the block
+  block_loss = np.take_along_axis(accepted, end, -1) - before
   i = np.arange(1, n + 1)
-  within = i - starts[block]                                   # items of its block accepted so far
-  expected = before[block] + within / sizes[block] * block_loss[block]
+  expected = before + (i - start) / (end - start) * block_loss
   return i / n, expected / i
 
 
-def aurc(loss: np.ndarray, score: np.ndarray) -> float:
-  """The area under the risk–coverage curve, (1/n) Σ_i R_i (module doc), in the loss's units."""
-  return float(np.mean(risk_coverage(loss, score)[1]))
+def aurc(loss: np.ndarray, score: np.ndarray) -> float | np.ndarray:
+  """The area under the risk–coverage curve, (1/n) Σ_i R_i (module doc), in the loss's units; an
+  array over the leading axes of batched inputs."""
+  return as_float(np.mean(risk_coverage(loss, score)[1], axis=-1))
 
 
 def summary(per_example: Mapping[str, np.ndarray]) -> dict[str, float]:
   """The METRICS (in %) of the harness's per-example columns: "correct", "abstained",
-  "item_answerable" and, where present, "confidence" (the completion's mean log-prob)."""
+  "item_answerable" and, where present, "confidence" (the completion's mean log-prob). Columns
+  [..., N] with leading axes (the bootstrap's resamples) give arrays over those axes."""
   answered, loss = selection_loss(per_example["correct"], per_example["abstained"],
                                   per_example["item_answerable"])
   score = confidence(answered, per_example.get("confidence"))
+  two = sides(per_example)
   answerable = np.asarray(per_example["item_answerable"], np.float64) > 0
-  sides = []
-  if answerable.any():
-    sides.append(np.mean(np.asarray(per_example["correct"], np.float64)[answerable]))
-  if (~answerable).any():
-    sides.append(np.mean(np.asarray(per_example["abstained"], np.float64)[~answerable]))
-  return {
-      "coverage": 100.0 * float(answered.mean()),
-      "selective_accuracy": (100.0 * float(1.0 - loss[answered].mean()) if answered.any()
-                             else float("nan")),
-      "aurc": 100.0 * aurc(loss, score),
-      "balanced_accuracy": 100.0 * float(np.mean(sides)),
-  }
+  present = np.stack([answerable.any(-1), (~answerable).any(-1)])  # the sides with items
+  n_answered = answered.sum(-1)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    return {
+        "coverage": as_float(100.0 * answered.mean(-1)),
+        "selective_accuracy": as_float(np.where(
+            n_answered > 0, 100.0 * (1.0 - np.where(answered, loss, 0.0).sum(-1) / n_answered),
+            np.nan)),
+        "aurc": as_float(100.0 * np.mean(risk_coverage(loss, score)[1], axis=-1)),
+        "balanced_accuracy": as_float(
+            np.where(present, np.stack(list(two.values())), 0.0).sum(0) / present.sum(0)),
+    }
+
+
+def sides(per_example: Mapping[str, np.ndarray]) -> dict[str, float]:
+  """accuracy_answerable (the mean "correct" over answerable items) and abstention_unanswerable
+  (the mean "abstained" over the others), in %, NaN for a side without items; batched as summary."""
+  answerable = np.asarray(per_example["item_answerable"], np.float64) > 0
+  return {"accuracy_answerable": as_float(100.0 * subset_mean(per_example["correct"], answerable)),
+          "abstention_unanswerable": as_float(
+              100.0 * subset_mean(per_example["abstained"], ~answerable))}
 
 
 def curve_points(per_example: Mapping[str, np.ndarray], num_points: int = 20

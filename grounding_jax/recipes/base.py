@@ -99,12 +99,15 @@ def subset_column(values: Any, mask: Any, scale: float = 1.0) -> np.ndarray:
   return np.where(np.asarray(mask, bool), scale * values, np.nan)
 
 
-def column_mean(values: Any) -> float:
+def column_mean(values: Any) -> float | np.ndarray:
   """The mean of a per-example column without its NaN rows; 0.0 when no row counts (as the
-  evaluators report an empty subset)."""
+  evaluators report an empty subset). A column [..., N] with leading axes (the bootstrap's
+  resamples) gives an array of those means."""
   v = np.asarray(values, np.float64)
-  v = v[~np.isnan(v)]
-  return float(v.mean()) if v.size else 0.0
+  counted = ~np.isnan(v)
+  n = counted.sum(-1)
+  mean = np.where(n > 0, np.where(counted, v, 0.0).sum(-1) / np.maximum(n, 1), 0.0)
+  return float(mean) if mean.ndim == 0 else mean
 
 
 # What `says_unanswerable` counts, in words, for the report of a recipe whose paper defines no abstention.
@@ -212,8 +215,15 @@ class Recipe(abc.ABC):
     """The metric_columns of `table(evaluate(...))` recomputed from its "per_example" columns, for
     any subset or resample of the rows (the bootstrap's statistic). Here each column's mean over its
     non-NaN rows; recipes with a metric that is not a mean (balanced accuracy, a compression ratio,
-    Trust-Score's F1s) override it."""
+    Trust-Score's F1s) override it. This one also takes columns [R, N] (R resamples' rows) and
+    returns arrays [R] (`aggregates_batched`)."""
     return {k: column_mean(per_example[k]) for k in self.metric_columns if k in per_example}
+
+  @property
+  def aggregates_batched(self) -> bool:
+    """Whether `aggregate` takes columns [R, N] at once: the column means above do; an override
+    is assumed not to (the bootstrap then calls it once per resample)."""
+    return type(self).aggregate is Recipe.aggregate
 
   def reader_prompt(self, example: Example, completion: str, tokenizer: Any = None) -> str | None:
     """The two-model protocol: the prompt on which a separate reader model answers from what

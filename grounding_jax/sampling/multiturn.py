@@ -356,9 +356,13 @@ def tool_call_stats(rollout) -> tuple[np.ndarray, np.ndarray]:
 
 def tool_metrics(counts: np.ndarray, recall: np.ndarray, prefix: str = "search/") -> dict:
   """The search metrics of `tool_call_stats`' columns (every host's rows): calls per completion,
-  the share of completions that call at least once, gold-passage recall (over rows with gold)."""
-  m = {f"{prefix}calls_per_completion": float(np.mean(counts)),
-       f"{prefix}searching_frac": float(np.mean(counts > 0))}
+  the share of completions that call at least once, gold-passage recall (over rows with gold).
+  Columns [..., N] with leading axes (the bootstrap's resamples) give arrays over those axes (gold
+  recall NaN for a set without gold)."""
+  counts, recall = np.asarray(counts, np.float64), np.asarray(recall, np.float64)
+  m = {f"{prefix}calls_per_completion": np.mean(counts, -1),
+       f"{prefix}searching_frac": np.mean(counts > 0, -1)}
   if np.any(~np.isnan(recall)):
-    m[f"{prefix}gold_recall"] = float(np.nanmean(recall))
-  return m
+    with np.errstate(invalid="ignore", divide="ignore"):
+      m[f"{prefix}gold_recall"] = np.nansum(recall, -1) / np.sum(~np.isnan(recall), -1)
+  return {k: float(v) if np.ndim(v) == 0 else v for k, v in m.items()}

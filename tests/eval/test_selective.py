@@ -1,7 +1,8 @@
 """Selective prediction (eval/selective.py): the risk–coverage curve and AURC equal a slow loop over
 every ordering of tied confidences, the binary case its closed form, hand-computed cases their
 numbers; the summary's coverage, accuracy among answered items and balanced accuracy are counted by
-hand; the bootstrap of several statistics equals one bootstrap per statistic."""
+hand; the bootstrap of several statistics equals one bootstrap per statistic, and a batched one
+(every resample in one call) the per-resample loop."""
 
 import itertools
 import types
@@ -136,6 +137,62 @@ def test_several_statistics_bootstrap_as_each_alone():
     alone = bootstrap.paired_bootstrap(a, b, lambda d, m=m: selective.summary(d)[m], **kw)
     assert together[m] == alone, m
     assert together[m].low <= together[m].difference <= together[m].high
+
+
+def _batch(rng, r, n):
+  """r item sets of n items as columns [r, n]: verdicts in {0, 0.5, 1} and a NaN, confidences with
+  ties and NaN, a set with no unanswerable item, one with no answerable item, one answering none."""
+  per = {"correct": rng.choice([0.0, 0.5, 1.0], (r, n)), "abstained": rng.integers(0, 2, (r, n)) * 1.0,
+         "item_answerable": rng.integers(0, 2, (r, n)) * 1.0,
+         "confidence": rng.choice([-1.0, -2.0, np.nan, -0.5], (r, n)),
+         "answer_em": rng.integers(0, 2, (r, n)) * 1.0, "answer_f1": rng.random((r, n)),
+         "searches": rng.integers(0, 3, (r, n)) * 1.0,
+         "gold_recall": rng.choice([np.nan, 0.0, 1.0], (r, n))}
+  per["correct"][0, 0] = np.nan
+  per["item_answerable"][1], per["item_answerable"][2] = 1.0, 0.0
+  per["abstained"][3] = 1.0
+  per["gold_recall"][4] = np.nan
+  return per
+
+
+def test_batched_statistics_equal_one_call_per_item_set():
+  """Every statistic the comparison bootstraps in one call over resamples [R, N] gives, per set,
+  what it gives on that set alone."""
+  from grounding_jax.eval import metrics  # pylint: disable=g-import-not-at-top
+  from grounding_jax.recipes import base  # pylint: disable=g-import-not-at-top
+  from grounding_jax.sampling import multiturn  # pylint: disable=g-import-not-at-top
+  per = _batch(np.random.default_rng(0), 8, 7)
+  recall = lambda d: multiturn.tool_metrics(d["searches"], d["gold_recall"])
+  column = lambda d: {"mean": base.column_mean(d["gold_recall"])}
+  for statistic in (selective.summary, selective.sides, metrics.answer_summary, recall, column):
+    together = statistic(per)
+    for i in range(8):
+      alone = statistic({k: v[i] for k, v in per.items()})
+      for m, value in alone.items():
+        assert isinstance(value, float)
+        np.testing.assert_allclose(together[m][i], value, rtol=1e-12, atol=1e-12, err_msg=f"{m} {i}")
+  np.testing.assert_allclose(selective.risk_coverage(per["correct"][1:], per["confidence"][1:])[1][2],
+                             selective.risk_coverage(per["correct"][3], per["confidence"][3])[1])
+
+
+def test_a_batched_bootstrap_gives_the_per_resample_intervals():
+  rng = np.random.default_rng(2)
+  both = _batch(rng, 8, 40)
+  a, b = ({k: v[i] for k, v in both.items()} for i in (6, 7))
+  b["item_answerable"] = a["item_answerable"]
+  for k in (1, 4):
+    kw = dict(n_resamples=400, seed=3, rows_per_question=k)
+    slow = bootstrap.paired_bootstraps(a, b, selective.summary, **kw)
+    fast = bootstrap.paired_bootstraps(a, b, selective.summary, batched=True, **kw)
+    for m in selective.METRICS:
+      assert fast[m].difference == slow[m].difference
+      np.testing.assert_allclose([fast[m].low, fast[m].high], [slow[m].low, slow[m].high], rtol=1e-12)
+  bootstrap._BATCH_ELEMENTS = 4_000  # pylint: disable=protected-access  (several chunks)
+  try:
+    chunked = bootstrap.paired_bootstraps(a, b, selective.summary, batched=True, **kw)
+  finally:
+    bootstrap._BATCH_ELEMENTS = 1_000_000  # pylint: disable=protected-access
+  assert chunked == fast
 
 
 def test_the_harness_confidence_is_the_mean_log_prob_of_the_completion_tokens():
