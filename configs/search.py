@@ -6,6 +6,8 @@ r"""Search-R1 (arXiv:2503.09516): the policy searches inside its rollout, then a
   python launch/train.py --config=configs/search.py:runlocal --workdir=/tmp/gj_search      # CPU
   python launch/train.py --config=configs/search.py:runlocal,grounded --workdir=/tmp/gj_search_g
   python launch/learning_check.py --config=configs/search.py:runlocal --sft_steps=16 --workdir=/tmp/gj_lc_search
+  python launch/learning_check.py --config=configs/search.py:runlocal --sft_steps=32 --sft_world_offset=1000 \
+      --sft_target=default:0.25,direct:0.75 --workdir=/tmp/gj_lc_search_mix   # a warm-up that seldom searches
   python launch/learning_check.py --config=configs/search.py:runlocal,grounded,contrast --sft_steps=64 \
       --sft_world_offset=1000 --sft_answerable_ratio=0.625 --best_every=2 --workdir=/tmp/gj_lc_search_gc
 
