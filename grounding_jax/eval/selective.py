@@ -123,7 +123,7 @@ def summary(per_example: Mapping[str, np.ndarray]) -> dict[str, float]:
         "selective_accuracy": as_float(np.where(
             n_answered > 0, 100.0 * (1.0 - np.where(answered, loss, 0.0).sum(-1) / n_answered),
             np.nan)),
-        "aurc": as_float(100.0 * np.mean(risk_coverage(loss, score)[1], axis=-1)),
+        "aurc": 100.0 * aurc(loss, score),
         "balanced_accuracy": as_float(
             np.where(present, np.stack(list(two.values())), 0.0).sum(0) / present.sum(0)),
     }
