@@ -26,7 +26,8 @@ from grounding_jax.eval import comparison
 from grounding_jax.eval.harness import ModelResult
 
 # The table's rows: the recipe's headline metric is added first.
-METRICS = ("reward", "accuracy_answerable", "abstention_unanswerable", "balanced_accuracy")
+METRICS = ("reward", "accuracy_answerable", "abstention_unanswerable", "balanced_accuracy",
+           "search/searching_frac", "search/gold_recall")  # the last two for searching recipes
 
 
 @dataclasses.dataclass(frozen=True)

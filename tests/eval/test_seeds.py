@@ -85,6 +85,25 @@ def test_folders_read_back_pool_question_major_and_the_pooled_interval_is_cluste
   assert "| reward |" in text and "pooled over 3 runs" in text and str(tmp_path / "run2") in text
 
 
+def test_a_searching_policys_runs_get_the_search_rows(tmp_path):
+  """Evaluations with the sampler's tool-call columns (a multi-turn recipe's) add the searching
+  share and gold recall to the table."""
+  for s in range(2):
+    rng = np.random.default_rng(s)
+    results = [_result("sft", rng, 0.3), _result("grpo", rng, 0.6)]
+    for r, calls in zip(results, (np.zeros(N), rng.integers(0, 3, N) * 1.0)):
+      r.per_example.update(searches=calls, gold_recall=np.where(calls > 0, 1.0, 0.0))
+      for i, rec in enumerate(r.records):
+        rec["scores"].update(searches=float(calls[i]), gold_recall=float(calls[i] > 0))
+    report.write(tmp_path / f"run{s}", "truthrl", results,
+                 comparison.compare(results, "truthrl", n_resamples=100), {"command": "test"})
+  evals = [seeds.read_evaluation(tmp_path / f"run{s}") for s in range(2)]
+  table = seeds.seed_table(evals, n_resamples=200)
+  assert table["metrics"][-2:] == ["search/searching_frac", "search/gold_recall"]
+  share = np.mean([ev.models["grpo"].per_example["searches"] > 0 for ev in evals])
+  np.testing.assert_allclose(table["pooled"]["search/searching_frac"].difference, share)
+
+
 def test_bad_folders_name_the_file_and_line(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"nothing/metrics.json: no such file"):
     seeds.read_evaluation(tmp_path / "nothing")
