@@ -19,7 +19,6 @@ launch/sft.py runs it from configs/sft.py and writes <workdir>/hf.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Optional, Sequence
 

@@ -1,7 +1,6 @@
 """Multi-turn rollouts: a scripted policy that searches 0, 1 and max_turns − 1 times in one batch,
 against a small deterministic tool; the inserted tokens' mask; sampler vs trainer log-probs."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
