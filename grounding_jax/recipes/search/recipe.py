@@ -106,6 +106,11 @@ def _results(ex: Example, first: Sequence[Passage]) -> ToolResult:
   return ToolResult(text=tools.format_passages(top), doc_ids=tuple(p.id for p in top))
 
 
+def _support(ex: Example) -> list:
+  """The gold passages' (ids, sentence) pairs in hop order; none where the corpus lacks the fact."""
+  return gold.gold_support(ex) if gold.has_answer_in_context(ex) else []
+
+
 def _search_turn(think: str, query: str, result: ToolResult) -> str:
   fmt = reward_lib.TOOL_FORMAT
   return f"<think>{think}</think>\n{fmt.call_open} {query} {fmt.call_close}{fmt.wrap(result)}"
@@ -117,7 +122,7 @@ def gold_trace(recipe: str, ex: Example) -> str:
   the tool inserts them; then a think quoting the evidence and `<answer> gold </answer>`. Without
   gold passages (the corpus lacks the fact): one search for the question's entities, then
   `<answer> I don't know </answer>`."""
-  support = gold.gold_support(ex) if gold.has_answer_in_context(ex) else []
+  support = _support(ex)
   if not support:
     query = _query(ex)
     turn = _search_turn(f"I need to find information about {query}.", query,
@@ -143,7 +148,7 @@ def direct_trace(recipe: str, ex: Example) -> str:
   """An answer from what the model knows, no search: a think, then the gold answer, or `I don't
   know` where the corpus lacks it (as gold_trace). On a world the model is then evaluated on (SFT
   rows drawn from another world: learning_check --sft_world_offset) such an answer is a guess."""
-  if not (gold.gold_support(ex) if gold.has_answer_in_context(ex) else []):
+  if not _support(ex):
     return f"<think>I do not know this.</think>\n<answer> {ABSTENTION} </answer>"
   answer_ = gold.gold_answer(recipe, ex)
   return f"<think>I know this: the answer is {answer_}.</think>\n<answer> {answer_} </answer>"
