@@ -1,6 +1,6 @@
 """Shared test set-up: 8 fake CPU devices compiling at XLA optimisation level 0, no hub access,
-cached model folders, and no persistent compilation cache unless $GROUNDING_JAX_COMPILE_CACHE names a
-folder (then shared by the test session, the subprocesses it starts, and later sessions).
+cached model folders, and one persistent compilation cache per session (shared by the workers and the
+subprocesses the tests start; $GROUNDING_JAX_COMPILE_CACHE=off or a folder overrides it).
 
 Fixtures here are used across the suite:
   tiny_checkpoint(family, **overrides) -> Path   a tiny random HF checkpoint (torch, float32, seeded)
@@ -27,18 +27,27 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pathlib  # noqa: E402
 import shutil  # noqa: E402
+import tempfile  # noqa: E402
 
 import pytest  # noqa: E402
 
 from grounding_jax.parallel import compile_cache  # noqa: E402
 
-# The persistent compilation cache is off in tests unless GROUNDING_JAX_COMPILE_CACHE names a folder
-# (e.g. <repo>/.cache/jax_tests for repeated local runs; subprocesses inherit the choice): one of the
-# XLA:CPU crashes below was in serialising a program for it, and at optimisation level 0 the suite
-# is faster without it than it was with it (docs/benchmarks.md). tests/parallel/
-# test_compile_cache.py still checks the cache itself, in its own processes.
-os.environ.setdefault(compile_cache.ENV_VAR, "off")
-_COMPILE_CACHE = compile_cache.enable(pathlib.Path(__file__).parents[1] / ".cache" / "jax_tests")
+# One persistent compilation cache per test session, in a fresh temporary folder that the pytest
+# process (xdist's controller, which imports this file before it starts the workers) makes and
+# removes at the end; the workers and every subprocess a test starts inherit it through the
+# environment. A trainer's gradient, sampler and optimizer programs are the same HLO from test to
+# test (tiny models of few shapes), so the second trainer of a shape reads them instead of compiling
+# (tests/rl/test_health.py: 55 s -> 40 s). Only programs that took 0.5 s or more to compile are
+# written, into a folder without a size bound: the first try wrote every one of the suite's thousands
+# of small programs into a bounded folder, whose eviction lists and stats the whole folder on every
+# write, and the compile-heavy files slowed down (tests/models/test_attention.py 46 -> 146 s). GROUNDING_JAX_COMPILE_CACHE=off turns the
+# cache off, or names a folder to keep between sessions; tests/parallel/test_compile_cache.py checks
+# the cache itself in folders of its own.
+_OWN_CACHE = compile_cache.ENV_VAR not in os.environ
+if _OWN_CACHE:
+  os.environ[compile_cache.ENV_VAR] = tempfile.mkdtemp(prefix="grounding_jax_test_xla_")
+_COMPILE_CACHE = compile_cache.enable(min_compile_seconds=0.5, max_bytes=-1)
 os.environ.update(compile_cache.environment(_COMPILE_CACHE))
 
 # Tiny configurations per family. Head counts divide 2 and 4 so tensor/fsdp sharding tests can split them.
@@ -204,6 +213,12 @@ def pytest_handlecrashitem(crashitem, report, sched):
     _CRASHED.add(crashitem)
     sched.mark_test_pending(crashitem)
     report.outcome = "rerun"
+
+
+def pytest_unconfigure(config):
+  del config
+  if _OWN_CACHE and _COMPILE_CACHE:
+    shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)
 
 
 def pytest_report_teststatus(report):

@@ -52,9 +52,8 @@ def resolve(directory: str | os.PathLike | None = None) -> str | None:
   return str(pathlib.Path(value).expanduser().absolute())
 
 
-def enable(directory: str | os.PathLike | None = None, *,
-           min_compile_seconds: float = MIN_COMPILE_SECONDS, min_entry_bytes: int = MIN_ENTRY_BYTES,
-           max_bytes: int = MAX_BYTES) -> str | None:
+def enable(directory: str | os.PathLike | None = None, *, min_compile_seconds: float | None = None,
+           min_entry_bytes: int | None = None, max_bytes: int | None = None) -> str | None:
   """Turns on JAX's persistent compilation cache in `resolve(directory)`; returns that path, or
   None (the cache is then off, also for programs compiled earlier in this process).
 
@@ -65,18 +64,40 @@ def enable(directory: str | os.PathLike | None = None, *,
     min_compile_seconds: programs that compiled faster are not written.
     min_entry_bytes: smaller serialised programs are not written (0 = jax's choice, -1 = none).
     max_bytes: the cache's size limit (least recently used entries go first); -1 = unbounded.
+      jax's eviction lists and stats the whole folder on every write, so a folder that takes
+      thousands of entries in one session (the test suite's) is faster unbounded.
+    Each of the three left as None is read from jax's own environment variable where it is set
+    (`JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`, `JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES`,
+    `JAX_COMPILATION_CACHE_MAX_SIZE`: what `environment` hands a child process), else it is
+    MIN_COMPILE_SECONDS, MIN_ENTRY_BYTES, MAX_BYTES.
   """
+  min_compile_seconds = _setting(min_compile_seconds, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                                 MIN_COMPILE_SECONDS, float)
+  min_entry_bytes = _setting(min_entry_bytes, "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+                             MIN_ENTRY_BYTES, int)
+  max_bytes = _setting(max_bytes, "JAX_COMPILATION_CACHE_MAX_SIZE", MAX_BYTES, int)
   path = resolve(directory)
   if path is not None and "://" not in path:
     pathlib.Path(path).mkdir(parents=True, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_bytes))
-  jax.config.update("jax_compilation_cache_max_size", int(max_bytes))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_seconds)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", min_entry_bytes)
+  jax.config.update("jax_compilation_cache_max_size", max_bytes)
   # jax decides once per process whether the cache is in use (at the first compile) and opens
   # its directory once; resetting makes this call take effect whatever was compiled before.
   jax_cache.reset_cache()
   return path
+
+
+def _setting(value, env_var, default, kind):
+  if value is not None:
+    return kind(value)
+  text = os.environ.get(env_var, "").strip()
+  try:
+    return kind(text) if text else default
+  except ValueError as e:
+    raise ValueError(f"{env_var}={text!r}: expected {'a number' if kind is float else 'an integer'}"
+                     ) from e
 
 
 def environment(path: str | None) -> dict[str, str]:

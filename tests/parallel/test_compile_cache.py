@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import jax
+import pytest
 
 from grounding_jax.parallel import compile_cache
 
@@ -58,3 +59,37 @@ def test_resolve_and_environment(monkeypatch, tmp_path):
   assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path) == env[compile_cache.ENV_VAR]
   assert float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) == (
       jax.config.jax_persistent_cache_min_compile_time_secs)
+
+
+def test_enable_reads_jax_settings_from_the_environment_unless_given(monkeypatch, tmp_path):
+  """A child process started with `environment(...)` keeps its parent's thresholds even when it calls
+  `enable` itself (launch/train.py does); an argument wins over the environment, and the module's
+  defaults hold where neither is set."""
+  keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+          "jax_persistent_cache_min_entry_size_bytes", "jax_compilation_cache_max_size")
+  before = {k: getattr(jax.config, k) for k in keys}
+  monkeypatch.setenv(compile_cache.ENV_VAR, str(tmp_path))
+  try:
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_MAX_SIZE", "-1")
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", raising=False)
+    assert compile_cache.enable() == str(tmp_path)
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.5
+    assert jax.config.jax_compilation_cache_max_size == -1
+    assert jax.config.jax_persistent_cache_min_entry_size_bytes == compile_cache.MIN_ENTRY_BYTES
+    compile_cache.enable(min_compile_seconds=2, max_bytes=1024)
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 2.0
+    assert jax.config.jax_compilation_cache_max_size == 1024
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_MAX_SIZE")
+    compile_cache.enable()
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == compile_cache.MIN_COMPILE_SECONDS
+    assert jax.config.jax_compilation_cache_max_size == compile_cache.MAX_BYTES
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_MAX_SIZE", "8GB")
+    with pytest.raises(ValueError, match=r"JAX_COMPILATION_CACHE_MAX_SIZE='8GB': expected an integer"):
+      compile_cache.enable()
+  finally:  # the session's cache as conftest set it up
+    for k, v in before.items():
+      jax.config.update(k, v)
+    from jax.experimental.compilation_cache import compilation_cache as jax_cache
+    jax_cache.reset_cache()
