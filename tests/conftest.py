@@ -41,9 +41,9 @@ from grounding_jax.parallel import compile_cache  # noqa: E402
 # (tests/rl/test_health.py: 55 s -> 40 s). Only programs that took 0.5 s or more to compile are
 # written, into a folder without a size bound: the first try wrote every one of the suite's thousands
 # of small programs into a bounded folder, whose eviction lists and stats the whole folder on every
-# write, and the compile-heavy files slowed down (tests/models/test_attention.py 46 -> 146 s). GROUNDING_JAX_COMPILE_CACHE=off turns the
-# cache off, or names a folder to keep between sessions; tests/parallel/test_compile_cache.py checks
-# the cache itself in folders of its own.
+# write, and the compile-heavy files slowed down (tests/models/test_attention.py 46 -> 146 s).
+# GROUNDING_JAX_COMPILE_CACHE=off turns the cache off, or names a folder to keep between sessions;
+# tests/parallel/test_compile_cache.py checks the cache itself in folders of its own.
 _OWN_CACHE = compile_cache.ENV_VAR not in os.environ
 if _OWN_CACHE:
   os.environ[compile_cache.ENV_VAR] = tempfile.mkdtemp(prefix="grounding_jax_test_xla_")
