@@ -36,6 +36,13 @@ MIN_ENTRY_BYTES = 0
 MAX_BYTES = 8 * 1024**3
 
 
+# `enable`'s thresholds: jax's config name (its environment variable is the name in capitals), the
+# module's default and the value's type.
+_THRESHOLDS = {"jax_persistent_cache_min_compile_time_secs": (MIN_COMPILE_SECONDS, float),
+               "jax_persistent_cache_min_entry_size_bytes": (MIN_ENTRY_BYTES, int),
+               "jax_compilation_cache_max_size": (MAX_BYTES, int)}
+
+
 def resolve(directory: str | os.PathLike | None = None) -> str | None:
   """The cache location `enable` would use: `GROUNDING_JAX_COMPILE_CACHE` if set, else
   `directory`, else DEFAULT_DIR; None when the chosen value is "off" (or "", "none", "0").
@@ -71,33 +78,31 @@ def enable(directory: str | os.PathLike | None = None, *, min_compile_seconds: f
     `JAX_COMPILATION_CACHE_MAX_SIZE`: what `environment` hands a child process), else it is
     MIN_COMPILE_SECONDS, MIN_ENTRY_BYTES, MAX_BYTES.
   """
-  min_compile_seconds = _setting(min_compile_seconds, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-                                 MIN_COMPILE_SECONDS, float)
-  min_entry_bytes = _setting(min_entry_bytes, "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
-                             MIN_ENTRY_BYTES, int)
-  max_bytes = _setting(max_bytes, "JAX_COMPILATION_CACHE_MAX_SIZE", MAX_BYTES, int)
+  thresholds = {name: _threshold(name, value) for name, value in
+                zip(_THRESHOLDS, (min_compile_seconds, min_entry_bytes, max_bytes))}
   path = resolve(directory)
   if path is not None and "://" not in path:
     pathlib.Path(path).mkdir(parents=True, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_seconds)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", min_entry_bytes)
-  jax.config.update("jax_compilation_cache_max_size", max_bytes)
+  for name, value in thresholds.items():
+    jax.config.update(name, value)
   # jax decides once per process whether the cache is in use (at the first compile) and opens
   # its directory once; resetting makes this call take effect whatever was compiled before.
   jax_cache.reset_cache()
   return path
 
 
-def _setting(value, env_var, default, kind):
+def _threshold(name, value):
+  """`value`, else jax's environment variable for `name` where it is set, else the default."""
+  default, kind = _THRESHOLDS[name]
   if value is not None:
     return kind(value)
-  text = os.environ.get(env_var, "").strip()
+  text = os.environ.get(name.upper(), "").strip()
   try:
     return kind(text) if text else default
   except ValueError as e:
-    raise ValueError(f"{env_var}={text!r}: expected {'a number' if kind is float else 'an integer'}"
-                     ) from e
+    raise ValueError(f"{name.upper()}={text!r}: expected "
+                     f"{'a number' if kind is float else 'an integer'}") from e
 
 
 def environment(path: str | None) -> dict[str, str]:
@@ -107,8 +112,4 @@ def environment(path: str | None) -> dict[str, str]:
   if path is None:
     return {ENV_VAR: "off", "JAX_COMPILATION_CACHE_DIR": ""}
   return {ENV_VAR: path, "JAX_COMPILATION_CACHE_DIR": path,
-          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": str(
-              jax.config.jax_persistent_cache_min_compile_time_secs),
-          "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": str(
-              jax.config.jax_persistent_cache_min_entry_size_bytes),
-          "JAX_COMPILATION_CACHE_MAX_SIZE": str(jax.config.jax_compilation_cache_max_size)}
+          **{name.upper(): str(getattr(jax.config, name)) for name in _THRESHOLDS}}
