@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -385,6 +386,10 @@ def main(argv):
     result["ours"] = _report_ours(tr, hist, ceilings)
     if _RESUME.value:
       _resume_in_new_process(tr.config.workdir, cache)
+    # The run's temporary workdir holds its checkpoint (~18 GB of float32 state at 1.5 B): a suite
+    # of several GRPO stages would otherwise fill a lease's disk.
+    shutil.rmtree(tr.config.workdir, ignore_errors=True)
+  shutil.rmtree(cache, ignore_errors=True)
   if _TRL.value:
     result["trl"] = bench_grpo_trl.report_trl(setup, _workload(), result.get("ours"))
   print("RESULT " + json.dumps(result), flush=True)

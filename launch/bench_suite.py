@@ -25,6 +25,9 @@ stage that fails or times out leaves its row empty, never the whole table. The s
                 separate (=off); sampler_ours takes config rollout.fuse_projections' default,
                 'auto' (fused on a GPU: XLA merges the separate ones inside each decode GEMM);
   grpo_unfused  (not by default) grpo_ours with the sampler's weights separate
+  grpo_save_dots, grpo_no_remat   (not by default) grpo_ours with the recomputed layers keeping
+                their matmul outputs (--remat_policy=save_dots), or with no recomputation
+                (--remat=false): fewer FLOPs a step for more memory
   grpo_resume   (not by default) 2 steps of grpo_ours, then a new process resumes from the last
                 checkpoint with the filled compile cache: its "resumed run" log line is the time
                 to the resumed step (target <= 10 s)
@@ -94,6 +97,8 @@ def stage_commands() -> dict[str, list[str]]:
           "sampler_fused": sampler + ["--hf=false", "--fuse_projections=on"],
           "sampler_unfused": sampler + ["--hf=false", "--fuse_projections=off"],
           "grpo_unfused": grpo + ["--trl=false", "--fuse_projections=off"],
+          "grpo_save_dots": grpo + ["--trl=false", "--remat_policy=save_dots"],
+          "grpo_no_remat": grpo + ["--trl=false", "--remat=false"],
           "grpo_resume": [a for a in grpo if a not in ("--steps=4", "--resume=false")]
                          + ["--trl=false", "--steps=2", "--resume=true"],
           "checkpoint": [sys.executable, str(ROOT / "launch" / "bench_checkpoint.py"),
@@ -193,6 +198,15 @@ def table(results: dict) -> str:
        f"{_pct(get('grpo_ours', 'ours', 'update_mfu_measured'))} / "
        f"{_pct(get('grpo_ours', 'ours', 'update_mfu_datasheet'))} "
        f"({_num(get('grpo_ours', 'ours', 'update_tflop'), '{:.0f}')} TFLOP a step)", "", ""),
+      *[(f"GRPO step, {label} (s)",
+         f"{_num(get(stage, 'ours', 'step_s'))} (update {_num(get(stage, 'ours', 'update_s'))}, "
+         f"{_num(get(stage, 'ours', 'update_tflop'), '{:.0f}')} TFLOP: "
+         f"{_pct(get(stage, 'ours', 'update_mfu_measured'))} / "
+         f"{_pct(get(stage, 'ours', 'update_mfu_datasheet'))})", "",
+         f"{ratio(g_ours, get(stage, 'ours', 'step_s'))} grpo_ours")
+        for stage, label in (("grpo_save_dots", "remat keeping matmul outputs"),
+                             ("grpo_no_remat", "no remat"))
+        if results.get(stage)],
       ("first GRPO step (s)", f"{_num(get('grpo_ours', 'ours', 'first_step_s'), '{:.1f}')} (compile "
        f"{_num(get('grpo_ours', 'ours', 'first_step_compile_s'), '{:.1f}')})",
        f"TRL {_num(get('grpo_trl', 'trl', 'first_step_s'), '{:.1f}')}", ""),
