@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # Dense bfloat16 peak FLOP/s per jax device (a TPU chip, a GPU), by device_kind substring; the first
 # match wins, so more specific names come first.
@@ -262,19 +263,27 @@ class Ceilings:
     matmul_flops: FLOP/s of a large jitted square matmul in `dtype` on random data.
     dtype: the matmul's dtype name.
     datasheet_flops: PEAK_FLOPS' dense bf16 FLOP/s, None where unknown (CPU).
+    host_to_device, device_to_host: bytes/s of a host numpy array put on the device and of a
+      device array fetched to the host (the link a checkpoint's save and restore cross), None
+      where not measured.
   """
   device_kind: str
   bandwidth: float
   matmul_flops: float
   dtype: str
   datasheet_flops: float | None
+  host_to_device: float | None = None
+  device_to_host: float | None = None
 
   def line(self) -> str:
     sheet = (f"{self.datasheet_flops / 1e12:.0f} TFLOP/s" if self.datasheet_flops
              else "none for this device")
+    link = ("" if self.host_to_device is None else
+            f"; host to device {self.host_to_device / 1e9:.1f} GB/s, device to host "
+            f"{self.device_to_host / 1e9:.1f} GB/s")
     return (f"ceilings ({self.device_kind}, measured now): copy bandwidth {self.bandwidth / 1e9:.1f} "
             f"GB/s, {self.dtype} matmul {self.matmul_flops / 1e12:.3f} TFLOP/s; datasheet bf16 "
-            f"peak {sheet}")
+            f"peak {sheet}{link}")
 
   def fractions(self, flops: float, seconds: float) -> str:
     """'x % of measured matmul, y % of datasheet' of `flops` done in `seconds` on this device."""
@@ -326,16 +335,45 @@ def measure_matmul_flops(dtype: str = "bfloat16", size: int | None = None, *, re
   return 2.0 * size ** 3 / _best_seconds(jax.jit(jnp.matmul), a, b, repeats=repeats)
 
 
-def measure_ceilings(dtype: str = "bfloat16", *, copy_bytes: int | None = None,
-                     matmul_size: int | None = None, repeats: int = 10,
-                     device: jax.Device | None = None) -> Ceilings:
-  """Ceilings of `device` (default the first), measured now (~1 s on an accelerator)."""
+def measure_host_link(nbytes: int | None = None, *, repeats: int = 3,
+                      device: jax.Device | None = None) -> tuple[float, float]:
+  """(host-to-device, device-to-host) bytes/s of moving `nbytes` of float32 between a numpy
+  array and `device`, best of `repeats` after a warm-up; default 256 MiB on an accelerator, 16 MiB
+  on a CPU. Each fetch is of a fresh device array (jax keeps an array's host copy once fetched)."""
   device = device or jax.devices()[0]
+  nbytes = nbytes or _default_sizes(device)[0] // 4
+  host = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
+  put = lambda: jax.block_until_ready(jax.device_put(host, device))
+  bump = jax.jit(lambda v, i: v + i)
+  x = put()
+  jax.block_until_ready(bump(x, 0.0))
+  up = down = math.inf
+  for i in range(repeats + 1):  # round 0: a warm-up
+    start = time.perf_counter()
+    put()
+    took_up = time.perf_counter() - start
+    fresh = jax.block_until_ready(bump(x, float(i)))
+    start = time.perf_counter()
+    jax.device_get(fresh)
+    took_down = time.perf_counter() - start
+    if i:
+      up, down = min(up, took_up), min(down, took_down)
+  return host.nbytes / up, host.nbytes / down
+
+
+def measure_ceilings(dtype: str = "bfloat16", *, copy_bytes: int | None = None,
+                     matmul_size: int | None = None, link_bytes: int | None = None,
+                     repeats: int = 10, device: jax.Device | None = None) -> Ceilings:
+  """Ceilings of `device` (default the first), measured now (~1 s on an accelerator, plus the
+  host link's 8 transfers of 256 MiB)."""
+  device = device or jax.devices()[0]
+  up, down = measure_host_link(link_bytes, repeats=min(repeats, 3), device=device)
   return Ceilings(device_kind=device.device_kind,
                   bandwidth=measure_bandwidth(copy_bytes, repeats=repeats, device=device),
                   matmul_flops=measure_matmul_flops(dtype, matmul_size, repeats=repeats,
                                                     device=device),
-                  dtype=str(jnp.dtype(dtype)), datasheet_flops=datasheet_flops(device))
+                  dtype=str(jnp.dtype(dtype)), datasheet_flops=datasheet_flops(device),
+                  host_to_device=up, device_to_host=down)
 
 
 def mfu(flops: float, seconds: float, *, num_devices: int | None = None,

@@ -104,9 +104,12 @@ def main(argv):
         t = time.perf_counter()
         restored, _ = ck.restore(target, rep + 2)
         jax.block_until_ready(restored)
+        took = time.perf_counter() - t
+        print(f"{name}: save {saved:.2f} s, restore {took:.2f} s"
+              + (" (the untimed warm-up round)" if rep < 0 else ""), flush=True)
         if rep >= 0:
           seconds[name]["save"].append(saved)
-          seconds[name]["restore"].append(time.perf_counter() - t)
+          seconds[name]["restore"].append(took)
         del restored
         sizes[name] = _disk(f"{root}/{compress}/{rep + 2}")
         ck.close()

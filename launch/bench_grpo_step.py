@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,10 @@ _LORA_RANK = flags.DEFINE_integer(
     "(memory_analysis) with these adapters against full fine-tuning's at --kl_coef.")
 _KL = flags.DEFINE_float("kl_coef", 0.0, "β of the KL term (> 0: reference log-probs every step; "
                          "full fine-tuning keeps a reference copy of the weights, LoRA of the adapters).")
+_COMMON_PREFIX = flags.DEFINE_integer(
+    "common_prefix_min_tokens", None, "Ours: rollout.common_prefix_min_tokens (a prompt prefix "
+    "every group shares runs once per sampler call and update micro-batch; 0 = off; default the "
+    "config's).")
 _REMAT_POLICY = flags.DEFINE_enum(
     "remat_policy", "full", ["full", "save_dots"],
     "Ours: what a recomputed layer keeps. 'full' matches TRL's gradient checkpointing; 'save_dots' "
@@ -157,6 +162,8 @@ def _config(model_dir, workdir: str, num_steps: int):
   c.stages = [config_lib.stage("bench", num_steps=num_steps, recipe=_RECIPE.value)]
   c.stages[0].data.shuffle = False
   c.loss.kl_coef = _KL.value
+  if _COMMON_PREFIX.value is not None:
+    c.rollout.common_prefix_min_tokens = _COMMON_PREFIX.value
   if _LORA_RANK.value:
     c.model.lora.update(dict(rank=_LORA_RANK.value, alpha=2.0 * _LORA_RANK.value))
   c.checkpoint.every_steps = _STEPS.value  # the last timed step saves, for the resumed run
@@ -237,6 +244,13 @@ def resume_ours(workdir: str) -> None:
   restore, stage = h.get("time/restore", 0.0), h.get("time/stage_setup", 0.0)
   built -= restore  # the Trainer restored the checkpoint while it was built (resumed_step)
   update_start = before + h["time/step"] - h["time/update"] - h["time/reference"]
+  on_disk = sum(f.stat().st_size for f in pathlib.Path(workdir, "checkpoints", str(h["step"] - 1))
+                .rglob("*") if f.is_file())
+  from grounding_jax import perf  # after the timed part: the link a restore crosses, for scale
+  up, down = perf.measure_host_link()
+  print(f"host link: host to device {up / 1e9:.1f} GB/s, device to host {down / 1e9:.1f} GB/s; "
+        f"the restore read {on_disk / 1e9:.2f} GB of checkpoint ({on_disk / 1e9 / max(restore, 1e-9):.2f}"
+        " GB/s)", flush=True)
   print(f"resumed run (new process, filled compilation cache): step {h['step']} starts "
         f"{before:.1f}s after main() (target <= 10s) = model set-up {built:.1f}s (no weights read) "
         f"+ restore {restore:.1f}s + stage set-up {stage:.1f}s + other "
@@ -257,6 +271,7 @@ def _resume_in_new_process(workdir: str, cache: str) -> None:
   if proc.returncode or not lines:
     print(f"resumed run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return
+  print("\n".join(line for line in proc.stdout.splitlines() if line.startswith("host link")))
   print(f"{lines[0]}; the whole process {time.perf_counter() - start:.1f}s (imports included)")
 
 

@@ -28,6 +28,8 @@ stage that fails or times out leaves its row empty, never the whole table. The s
   grpo_save_dots, grpo_no_remat   (not by default) grpo_ours with the recomputed layers keeping
                 their matmul outputs (--remat_policy=save_dots), or with no recomputation
                 (--remat=false): fewer FLOPs a step for more memory
+  grpo_no_prefix   (not by default) grpo_ours without running the prompt prefix all groups share
+                once (rollout.common_prefix_min_tokens=0): its FLOPs saved against its compile
   grpo_resume   (not by default) 2 steps of grpo_ours, then a new process resumes from the last
                 checkpoint with the filled compile cache: its "resumed run" log line is the time
                 to the resumed step (target <= 10 s)
@@ -41,8 +43,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app
@@ -99,6 +104,7 @@ def stage_commands() -> dict[str, list[str]]:
           "grpo_unfused": grpo + ["--trl=false", "--fuse_projections=off"],
           "grpo_save_dots": grpo + ["--trl=false", "--remat_policy=save_dots"],
           "grpo_no_remat": grpo + ["--trl=false", "--remat=false"],
+          "grpo_no_prefix": grpo + ["--trl=false", "--common_prefix_min_tokens=0"],
           "grpo_resume": [a for a in grpo if a not in ("--steps=4", "--resume=false")]
                          + ["--trl=false", "--steps=2", "--resume=true"],
           "checkpoint": [sys.executable, str(ROOT / "launch" / "bench_checkpoint.py"),
@@ -111,19 +117,31 @@ STAGE_XLA_FLAGS = {"sampler_cublas": "--xla_gpu_enable_triton_gemm=false",
 
 
 def run_stage(name: str, cmd: list[str], timeout: float, out: pathlib.Path) -> dict | None:
-  """Runs one stage; its log goes to out/<name>.log; returns its last RESULT, or None."""
+  """Runs one stage; its log goes to out/<name>.log; returns its last RESULT, or None.
+
+  The stage's temporary files (GRPO workdirs and checkpoints, compile caches, the checkpoint
+  bench's folders: ~18-36 GB each at 1.5 B) go to a folder of their own (TMPDIR), removed when the
+  stage ends, also when it was killed at its timeout before it could clean up."""
+  scratch = pathlib.Path(tempfile.mkdtemp(prefix=f"{name}_", dir=out))
   env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-             TOKENIZERS_PARALLELISM="false", PYTHONPATH=os.pathsep.join(
+             TOKENIZERS_PARALLELISM="false", TMPDIR=str(scratch), PYTHONPATH=os.pathsep.join(
                  [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
   if name in STAGE_XLA_FLAGS:
     env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS"), STAGE_XLA_FLAGS[name]) if f)
   start = time.perf_counter()
   with open(out / f"{name}.log", "w") as log:
+    # Its own process group: at the timeout the stage's children (a resumed run's process) die
+    # with it, instead of holding the GPU's memory through the next stage.
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                            start_new_session=True)
     try:
-      code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                            timeout=timeout).returncode
+      code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
       code = "timeout"
+    finally:
+      shutil.rmtree(scratch, ignore_errors=True)
   text = (out / f"{name}.log").read_text(errors="replace")
   results = [json.loads(line[len("RESULT "):]) for line in text.splitlines()
              if line.startswith("RESULT ")]
@@ -202,10 +220,12 @@ def table(results: dict) -> str:
          f"{_num(get(stage, 'ours', 'step_s'))} (update {_num(get(stage, 'ours', 'update_s'))}, "
          f"{_num(get(stage, 'ours', 'update_tflop'), '{:.0f}')} TFLOP: "
          f"{_pct(get(stage, 'ours', 'update_mfu_measured'))} / "
-         f"{_pct(get(stage, 'ours', 'update_mfu_datasheet'))})", "",
+         f"{_pct(get(stage, 'ours', 'update_mfu_datasheet'))}); first step "
+         f"{_num(get(stage, 'ours', 'first_step_s'), '{:.1f}')}", "",
          f"{ratio(g_ours, get(stage, 'ours', 'step_s'))} grpo_ours")
         for stage, label in (("grpo_save_dots", "remat keeping matmul outputs"),
-                             ("grpo_no_remat", "no remat"))
+                             ("grpo_no_remat", "no remat"),
+                             ("grpo_no_prefix", "shared prompt prefix not run once"))
         if results.get(stage)],
       ("first GRPO step (s)", f"{_num(get('grpo_ours', 'ours', 'first_step_s'), '{:.1f}')} (compile "
        f"{_num(get('grpo_ours', 'ours', 'first_step_compile_s'), '{:.1f}')})",

@@ -103,8 +103,11 @@ def test_decode_read_bytes_are_weights_and_the_live_cache():
 
 
 def test_ceilings_are_measured_and_fractions_are_against_them():
-  ceilings = perf.measure_ceilings("float32", copy_bytes=2**20, matmul_size=64, repeats=2)
+  ceilings = perf.measure_ceilings("float32", copy_bytes=2**20, matmul_size=64, link_bytes=2**20,
+                                   repeats=2)
   assert ceilings.bandwidth > 0 and ceilings.matmul_flops > 0
+  assert ceilings.host_to_device > 0 and ceilings.device_to_host > 0
+  assert "host to device" in ceilings.line()
   assert ceilings.device_kind == jax.devices()[0].device_kind
   assert ceilings.datasheet_flops is None  # CPU: no datasheet row
   assert "copy bandwidth" in ceilings.line() and "none for this device" in ceilings.line()

@@ -148,18 +148,42 @@ def test_suite_cublas_stages_add_their_xla_flag(monkeypatch, tmp_path):
   """sampler_cublas / grpo_cublas run ours with XLA_FLAGS += the Triton-GEMM switch, keeping the
   caller's flags; other stages get the caller's XLA_FLAGS unchanged."""
   suite = launch_script.load("bench_suite", "launch_bench_suite")
-  seen = {}
+  seen, popen = {}, subprocess.Popen
 
-  def fake_run(cmd, stdout, stderr, env, cwd, timeout):
+  def fake_popen(cmd, stdout, stderr, env, cwd, start_new_session):
     seen[pathlib.Path(stdout.name).stem] = env.get("XLA_FLAGS")
-    return subprocess.CompletedProcess(cmd, 0)
+    return popen(["true"])
 
-  monkeypatch.setattr(suite.subprocess, "run", fake_run)
+  monkeypatch.setattr(suite.subprocess, "Popen", fake_popen)
   monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
   for name in ("sampler_cublas", "sampler_ours"):
     assert suite.run_stage(name, ["true"], 10.0, tmp_path) is None
   assert seen == {"sampler_cublas": "--xla_dump_to=/tmp/x --xla_gpu_enable_triton_gemm=false",
                   "sampler_ours": "--xla_dump_to=/tmp/x"}
+
+
+def test_suite_stage_at_its_timeout_takes_its_children_and_temporary_files_with_it(tmp_path):
+  """A stage killed at its timeout leaves no process (a resumed run's child would hold the GPU's
+  memory through the next stage) and no temporary files (a 1.5 B checkpoint is ~18 GB); a stage
+  that ends by itself has its temporary folder removed too."""
+  suite = launch_script.load("bench_suite", "launch_bench_suite")
+  script = ("import os, pathlib, subprocess, sys, tempfile, time\n"
+            "pathlib.Path(tempfile.mkdtemp(), 'state').write_bytes(b'x' * 1000)\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            f"pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(child.pid))\n"
+            "print('RESULT {\"ok\": 1}', flush=True)\n"
+            "time.sleep(60)\n")
+  out = tmp_path / "out"
+  out.mkdir()
+  assert suite.run_stage("slow", [sys.executable, "-c", script], 4.0, out) == {"ok": 1}
+  child = int((tmp_path / "pid").read_text())
+  status = pathlib.Path(f"/proc/{child}/status")
+  assert not status.exists() or "\tZ" in status.read_text()  # gone, or a zombie no one reaped
+  assert [p.name for p in out.iterdir()] == ["slow.log"]  # its TMPDIR went with it
+  quick = [sys.executable, "-c", "import pathlib, tempfile; pathlib.Path(tempfile.mkdtemp(), 'f')"
+           ".write_text('x')"]
+  assert suite.run_stage("quick", quick, 60.0, out) is None
+  assert sorted(p.name for p in out.iterdir()) == ["quick.log", "slow.log"]
 
 
 def test_suite_fused_stage_runs_our_sampler_with_fused_projections():
