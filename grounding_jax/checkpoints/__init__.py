@@ -27,14 +27,19 @@ What can go wrong, and what happens:
     path, the bytes the state needs (its arrays' size before compression) and the bytes free there;
     the unfinished step's temporary folder is removed, and the earlier checkpoints are kept;
   - an unwritable directory: the Checkpointer fails when it is made and before each write, in
-    milliseconds, naming the path; writes are synchronous, so a failed write leaves no orbax
-    background thread waiting (asynchronous orbax blocks process exit for its 300 s barrier timeout).
+    milliseconds, naming the path; orbax writes synchronously, so a failed write leaves no orbax
+    background thread waiting (asynchronous orbax blocks process exit for its 300 s barrier timeout);
+  - a failed background write (`save(blocking=False)`: our own thread runs orbax's synchronous write
+    from a copy of the state, one process only): raised by the next save, `wait` or `close`, with
+    the same errors as above.
 """
 
-from grounding_jax.checkpoints.checkpointer import Checkpointer, latest_step, uncommitted
+from grounding_jax.checkpoints.checkpointer import (BACKGROUND_MODES, Checkpointer, latest_step,
+                                                    uncommitted, writes_in_background)
 from grounding_jax.checkpoints.errors import (CheckpointError, CheckpointSpaceError,
                                               CheckpointWriteError, NonFiniteStateError)
 from grounding_jax.checkpoints.subtree import restore_subtree
 
-__all__ = ["CheckpointError", "CheckpointSpaceError", "CheckpointWriteError", "Checkpointer",
-           "NonFiniteStateError", "latest_step", "restore_subtree", "uncommitted"]
+__all__ = ["BACKGROUND_MODES", "CheckpointError", "CheckpointSpaceError", "CheckpointWriteError",
+           "Checkpointer", "NonFiniteStateError", "latest_step", "restore_subtree", "uncommitted",
+           "writes_in_background"]

@@ -9,9 +9,11 @@ import logging
 import os
 import re
 import shutil
+import threading
 from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -22,6 +24,20 @@ from grounding_jax.checkpoints.errors import (CheckpointError, CheckpointSpaceEr
 from grounding_jax.checksums import checksums
 
 _ITEMS = ("arrays", "meta")
+
+# checkpoint.background_write: "auto" writes in the background where the state lives on an
+# accelerator, whose steps do not need the host's cores. On a 2-core CPU, where the writing thread
+# shares the cores with the steps, it made no difference past the noise (docs/training.md).
+BACKGROUND_MODES = ("auto", "on", "off")
+
+
+def writes_in_background(mode: str, device: Optional[jax.Device] = None) -> bool:
+  """Whether checkpoint.background_write=`mode` writes in the background on `device` (default the
+  first)."""
+  if mode not in BACKGROUND_MODES:
+    raise ValueError(f"checkpoint.background_write={mode!r}: expected one of {BACKGROUND_MODES}")
+  device = device or jax.devices()[0]
+  return mode == "on" or (mode == "auto" and device.platform != "cpu")
 
 
 def latest_step(directory: str | os.PathLike) -> Optional[int]:
@@ -83,6 +99,8 @@ class Checkpointer:
                        "meta": ocp.JsonCheckpointHandler()},
         options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
                                              enable_async_checkpointing=False))
+    self._writer: Optional[threading.Thread] = None  # a save(blocking=False) under way
+    self._write_error: Optional[BaseException] = None
 
   def _check_writable(self) -> None:
     """Creates the directory and a probe file in it; raises PermissionError/OSError naming the path."""
@@ -97,18 +115,27 @@ class Checkpointer:
 
   def latest_step(self) -> Optional[int]:
     """The newest complete checkpoint's step, or None if there is none."""
+    self._join()
     self._manager.reload()
     return self._manager.latest_step()
 
   def all_steps(self) -> list[int]:
+    self._join()
     self._manager.reload()
     return sorted(self._manager.all_steps())
 
-  def save(self, step: int, state: Any, meta: Optional[Mapping[str, Any]] = None) -> None:
+  def save(self, step: int, state: Any, meta: Optional[Mapping[str, Any]] = None, *,
+           blocking: bool = True) -> None:
     """Writes `state` (a pytree of arrays) and `meta` (JSON-serialisable) as checkpoint `step`.
 
-    The write is synchronous and atomic (orbax writes a temporary directory, then renames it), so a
-    failure leaves the earlier checkpoints as they were.
+    The write is atomic (orbax writes a temporary directory, then renames it), so a failure leaves
+    the earlier checkpoints as they were. It waits for a write still under way first.
+
+    With blocking=False (one process only) the arrays are copied where they live (a device copy,
+    jnp.copy; host arrays in host memory) and written by a background thread from the copy, so the
+    caller may go on and even donate the state's buffers; checksums and the finiteness check run
+    before it returns. A failure of that write is raised by the next save, `wait` or `close`.
+    Where a device lacks the room for the copy (jax's memory stats), the save is synchronous.
 
     Raises:
       NonFiniteStateError: a floating-point leaf holds NaN or inf (names the leaves); nothing written.
@@ -116,6 +143,7 @@ class Checkpointer:
       CheckpointWriteError: the write failed part-way; the earlier checkpoints are kept.
       CheckpointSpaceError: the same, for want of space (names the bytes needed and free).
     """
+    self.wait()
     arrays, paths = flatten(state)
     sums, finite = checksums(arrays)
     bad = [p for p, k in zip(paths, arrays) if not finite[k]]
@@ -129,6 +157,23 @@ class Checkpointer:
     meta.update(step=int(step), leaf_paths=paths, checksums=[sums[k] for k in arrays],
                 dtypes=[_dtype_name(v) for v in arrays.values()])
     self._check_writable()
+    if blocking or jax.process_count() > 1 or not _room_for_a_copy(arrays):
+      self._write(step, arrays, meta)
+      return
+    copies = {k: jnp.copy(v) if isinstance(v, jax.Array) else np.array(v, copy=True)
+              for k, v in arrays.items()}
+
+    def write():
+      try:
+        self._write(step, copies, meta)
+      except BaseException as e:  # pylint: disable=broad-except  (raised by the next wait)
+        self._write_error = e
+
+    # Not a daemon: an interpreter that exits while it writes waits for it.
+    self._writer = threading.Thread(target=write, name=f"checkpoint-{step}")
+    self._writer.start()
+
+  def _write(self, step: int, arrays: dict, meta: dict) -> None:
     try:
       self._manager.save(int(step), args=ocp.args.Composite(
           arrays=ocp.args.PyTreeSave(arrays), meta=ocp.args.JsonSave(meta)), force=True)
@@ -138,6 +183,22 @@ class Checkpointer:
         raise CheckpointSpaceError(self._space_message(step, _nbytes(arrays))) from e
       raise CheckpointWriteError(f"writing checkpoint {self.directory / str(step)} failed "
                                  f"({one_line(e)}); the earlier checkpoints are kept") from e
+
+  def _join(self) -> None:
+    """Waits for a background write (its error, if any, is kept for `wait`)."""
+    if self._writer is not None and self._writer is not threading.current_thread():
+      self._writer.join()
+      self._writer = None
+
+  def wait(self, *, raise_error: bool = True) -> None:
+    """Waits for a save(blocking=False) still writing; raises what its write raised (with
+    raise_error=False, e.g. while another exception unwinds, logs it instead)."""
+    self._join()
+    error, self._write_error = self._write_error, None
+    if error is not None:
+      if raise_error:
+        raise error
+      logging.error("%s", error)
 
   def _space_message(self, step: int, needed: int) -> str:
     """Removes step's unfinished folder (orbax's `<step>.orbax-checkpoint-tmp-*`: its space back)
@@ -163,6 +224,7 @@ class Checkpointer:
       FileNotFoundError: no checkpoint (or not that step).
       CheckpointError: the metadata is unreadable (one line).
     """
+    self._join()
     self._manager.reload()
     steps = self._manager.all_steps()
     step = self._manager.latest_step() if step is None else step
@@ -308,5 +370,37 @@ class Checkpointer:
     return dst
 
   def close(self) -> None:
-    self._manager.wait_until_finished()
-    self._manager.close()
+    """Waits for a background write (raising its error) and closes the manager."""
+    try:
+      self.wait()
+    finally:
+      self._manager.wait_until_finished()
+      self._manager.close()
+
+
+def _room_for_a_copy(arrays: Mapping[str, Any]) -> bool:
+  """Whether every device holding `arrays` has their bytes on it free (jax's memory stats; a device
+  that reports none, like the CPU's, is taken to have room)."""
+  need: dict[Any, int] = {}
+  for x in arrays.values():
+    if isinstance(x, jax.Array):
+      for shard in x.addressable_shards:
+        need[shard.device] = need.get(shard.device, 0) + shard.data.nbytes
+  for device, nbytes in need.items():
+    free = _free_bytes(device)
+    if free is not None and nbytes > free:
+      logging.info("checkpoint: %.2f GiB of state on %s, %.2f GiB free: saving synchronously",
+                   nbytes / 2**30, device, free / 2**30)
+      return False
+  return True
+
+
+def _free_bytes(device) -> Optional[int]:
+  """The device's free memory by jax's memory stats, None where it reports none."""
+  try:
+    stats = device.memory_stats()
+  except Exception:  # pylint: disable=broad-except  (some backends raise instead of None)
+    return None
+  if not stats or "bytes_limit" not in stats:
+    return None
+  return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))

@@ -163,11 +163,12 @@ def abstention_rates(metrics: Mapping[str, float], component: str) -> dict[str, 
 
 
 def save_finite(checkpointer: checkpoints.Checkpointer, step: int, state: Any,
-                meta: Mapping[str, Any]) -> bool:
+                meta: Mapping[str, Any], *, blocking: bool = True) -> bool:
   """Saves checkpoint `step` unless `state` holds NaN or inf (then logs why and returns False): the
-  newest finite checkpoint stays, and rotation cannot drop it. Other write errors propagate."""
+  newest finite checkpoint stays, and rotation cannot drop it. Other write errors propagate
+  (a background write's, blocking=False, from the next save or wait)."""
   try:
-    checkpointer.save(step, state, meta)
+    checkpointer.save(step, state, meta, blocking=blocking)
   except checkpoints.NonFiniteStateError as e:
     logging.warning("%s; training continues", e)
     return False

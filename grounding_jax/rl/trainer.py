@@ -168,6 +168,8 @@ class Trainer:
     rollouts = rollout_log.RolloutLog(c.workdir, c.logging.rollouts_every, writer)
     done_here = 0  # GRPO steps run by this call
     guard = preemption.Guard()  # SIGTERM: finish the step, checkpoint it, raise Preempted
+    completed = False  # returning normally: a failed background checkpoint write is raised
+    background = checkpoints.writes_in_background(c.checkpoint.background_write)
     try:
       for stage_idx in range(stage_idx, len(c.stages)):
         if stage_step >= c.stages[stage_idx].num_steps:  # finished (resumed at its last checkpoint)
@@ -186,6 +188,7 @@ class Trainer:
         try:
           while stage_step < st.num_steps:
             if max_steps is not None and done_here >= max_steps:
+              completed = True
               return self.history
             rng, step_key = jax.random.split(rng)
             metrics, self.params, opt_state = st.step(self.run, step_key, global_step, self.params,
@@ -210,15 +213,24 @@ class Trainer:
             stop = guard.agreed(self.hosts) and global_step < total  # all stop after one step
             if global_step % c.checkpoint.every_steps == 0 or last or stop:  # only finite states
               health_lib.save_finite(self.checkpointer, global_step, state(),
-                                     {**meta, "health": health.state()})
+                                     {**meta, "health": health.state()},
+                                     blocking=last or stop or not background)
             if stop:
               raise guard.preempted(global_step, self.checkpointer)
         finally:
           st.close()
         stage_step, position = 0, 0
+      completed = True
     finally:
       guard.close()
       writer.close()
+      # Background checkpoint writes end before train() does; their errors are raised only when
+      # nothing else is (a run stopped by another exception logs them).
+      try:
+        self.checkpointer.wait(raise_error=completed)
+      finally:
+        if validator is not None:
+          validator.wait(raise_error=completed)
     self.model = self.policy()
     return self.history
 

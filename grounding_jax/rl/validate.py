@@ -123,6 +123,7 @@ class Validator:
     self._best = (checkpoints.Checkpointer(f"{config.workdir}/{BEST_DIR}", max_to_keep=1,
                                            compress=config.checkpoint.compress)
                   if self.metric else None)
+    self._background = checkpoints.writes_in_background(config.checkpoint.background_write)
 
   def resume(self, meta: Mapping[str, Any]) -> None:
     """Takes the best value and step from a restored checkpoint's metadata."""
@@ -175,8 +176,13 @@ class Validator:
       # An exact resume re-runs a step the best folder may already hold from before the stop:
       # the same state, already saved.
       if step not in self._best.all_steps():
-        self._best.save(step, state_fn(), {**meta, **self.meta()})
+        self._best.save(step, state_fn(), {**meta, **self.meta()}, blocking=not self._background)
     return metrics
+
+  def wait(self, *, raise_error: bool = True) -> None:
+    """Waits for the best step's background write (Checkpointer.wait)."""
+    if self._best is not None:
+      self._best.wait(raise_error=raise_error)
 
   def close(self) -> None:
     if self._best is not None:

@@ -265,3 +265,81 @@ def test_a_size_limited_file_system_fills_up(tmp_path):
     _check_space_error(ck, info, 2, 4 * 1024 * 1024)
   finally:
     subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_background_write_saves_the_state_as_it_was_when_the_caller_donates_it(tmp_path):
+  """save(blocking=False) writes from a copy: the caller may overwrite (donate) the state's buffers
+  at once, and the checkpoint still holds the values of the save; reading the directory waits for
+  the write."""
+  ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=2)
+  state = _big_state(3)
+  want = jax.tree.map(np.array, state)
+  donated, write = threading.Event(), ck._write
+  ck._write = lambda *args: (donated.wait(60), write(*args))  # the write starts after the donation
+  ck.save(1, state, {"stage": 0}, blocking=False)
+  assert ck._writer is not None  # writing in the background
+  zero = jax.jit(lambda t: jax.tree.map(lambda x: x * 0, t), donate_argnums=0)
+  jax.block_until_ready(zero(state["params"]))  # the caller's next update reuses the buffers
+  assert state["params"]["w"].is_deleted()
+  donated.set()
+  ck.wait()
+  assert ck.latest_step() == 1 and ck._writer is None
+  restored, meta = ck.restore(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), want))
+  assert meta["stage"] == 0
+  for got, expected in zip(jax.tree.leaves(restored), jax.tree.leaves(want)):
+    np.testing.assert_array_equal(got, expected)
+  ck.close()
+
+
+def test_a_failed_background_write_is_raised_by_the_next_save_wait_or_close(tmp_path, monkeypatch):
+  ck = checkpoints.Checkpointer(tmp_path / "ck", max_to_keep=1)
+  ck.save(1, _big_state(1))
+  save = ck._manager.save
+
+  def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(ck._manager, "save", full)
+  ck.save(2, _big_state(2), blocking=False)  # returns: the failure happens in the thread
+  with pytest.raises(checkpoints.CheckpointSpaceError, match="checkpoint .*2 failed: no space"):
+    ck.save(3, _big_state(3))  # raised before step 3 is tried; step 1 kept
+  assert ck.all_steps() == [1]
+  ck.save(2, _big_state(2), blocking=False)
+  ck.wait(raise_error=False)  # logged, not raised (e.g. while another error unwinds)
+  ck.wait()  # the error was reported once
+  ck.save(2, _big_state(2), blocking=False)
+  with pytest.raises(checkpoints.CheckpointSpaceError):
+    ck.close()
+  monkeypatch.setattr(ck._manager, "save", save)
+
+
+def test_a_device_without_room_for_the_copy_saves_synchronously(tmp_path, monkeypatch):
+  """Where jax's memory stats say the state's bytes are not free on a device, no copy is made."""
+  from grounding_jax.checkpoints import checkpointer
+  state = _big_state(4)
+  arrays = checkpointer.flatten(state)[0]
+  nbytes = sum(x.nbytes for x in jax.tree.leaves(state) if isinstance(x, jax.Array))
+  assert checkpointer._free_bytes(jax.devices()[0]) is None  # the CPU reports no memory stats
+  assert checkpointer._room_for_a_copy(arrays)
+  monkeypatch.setattr(checkpointer, "_free_bytes", lambda device: nbytes - 1)
+  assert not checkpointer._room_for_a_copy(arrays)
+  ck = checkpoints.Checkpointer(tmp_path / "ck")
+  ck.save(1, state, blocking=False)
+  assert ck._writer is None and ck.latest_step() == 1
+  monkeypatch.setattr(checkpointer, "_free_bytes", lambda device: nbytes)
+  assert checkpointer._room_for_a_copy(arrays)
+  ck.close()
+
+
+def test_auto_writes_in_the_background_on_an_accelerator_only():
+  cpu = jax.devices()[0]
+  assert not checkpoints.writes_in_background("auto", cpu)
+  assert checkpoints.writes_in_background("on", cpu)
+  assert not checkpoints.writes_in_background("off", cpu)
+
+  class Gpu:
+    platform = "gpu"
+
+  assert checkpoints.writes_in_background("auto", Gpu())
+  with pytest.raises(ValueError, match="checkpoint.background_write='yes'"):
+    checkpoints.writes_in_background("yes")

@@ -2,9 +2,11 @@
 SIGKILL at a chosen point of a chosen step's checkpoint write.
 
 Usage: python resume_worker.py <tiny checkpoint dir> <workdir> <phase>:<step>
-  before_save  the step's metrics row is written, its checkpoint is not started
-  in_save      inside Checkpointer.save: orbax has written the step's arrays and metadata into its
-               temporary directory, which is not yet finalized (renamed into place)
+  before_save  the step's metrics row is written, its checkpoint is not started (the step
+               before's background write, checkpoint.background_write, has finished)
+  in_save      inside the step's write (in Checkpointer.save, or its background thread): orbax has
+               written the step's arrays and metadata into its temporary directory, which is not
+               yet finalized (renamed into place)
   after_save   the step's checkpoint is complete
 Exits 0 without being killed only if the step never saves (a test failure).
 """
@@ -32,13 +34,15 @@ def arm(phase: str, step: int) -> None:
   assert phase in PHASES, phase
   save = checkpoints.Checkpointer.save
 
-  def dying_save(self, at, state, meta=None):
+  def dying_save(self, at, state, meta=None, **kwargs):
     if at == step and phase == "before_save":
+      self.wait()  # the earlier step's background write has finished
       die()
     if at == step and phase == "in_save":
       ocp.PyTreeCheckpointHandler.finalize = die  # arrays written; the step is not finalized
-    save(self, at, state, meta)
+    save(self, at, state, meta, **kwargs)
     if at == step and phase == "after_save":
+      self.wait()  # a background write (checkpoint.background_write) finishes first
       die()
 
   checkpoints.Checkpointer.save = dying_save

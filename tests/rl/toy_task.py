@@ -62,6 +62,7 @@ def toy_config(workdir, *, steps=4, lr=3e-3, prompts=4, group=4, new_tokens=6):
   c.loss.logprob_chunk_size = 48
   c.stages = [config_lib.stage("toy", num_steps=steps)]
   c.checkpoint.every_steps = 1
+  c.checkpoint.background_write = "on"  # the trainer tests write their checkpoints as a GPU run does
   c.logging.console = False
   c.mesh.fsdp = 1  # one device: toy runs stay single-device
   return c

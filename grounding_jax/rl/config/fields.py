@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ml_collections
 
+from grounding_jax import checkpoints
 from grounding_jax import config_fields
 from grounding_jax import models
 from grounding_jax import optim
@@ -484,6 +485,12 @@ CHECKPOINT = (
     Field("checkpoint.compress", False, bool, "zstd-compress the saved arrays (orbax's default): "
           "float32 weights and Adam moments shrink ~7 % while a save and a restore take ~1.6-1.8x "
           "as long (launch/bench_checkpoint.py); either kind restores under either setting"),
+    Field("checkpoint.background_write", "auto", str, "'on': write a mid-run checkpoint (and the "
+          "best step's) from a copy of the state on its devices in a background thread, so training "
+          "goes on meanwhile (where a device lacks the room for the copy, or with several processes, "
+          "the save waits; the last step's and a preemption's always do); 'auto' = on where the "
+          "state lives on an accelerator (on a CPU the writer takes the training's cores); 'off'",
+          choices=checkpoints.BACKGROUND_MODES),
     Field("checkpoint.best_metric", "", str, "e.g. 'eval/f1', or 'eval/balanced_accuracy' (any "
           "recipe: accuracy on answerable and abstention on unanswerable items, averaged): also keep "
           "the best-scoring step in <workdir>/checkpoints_best (needs evals.every_steps > 0; checked "
