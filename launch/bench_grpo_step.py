@@ -113,6 +113,10 @@ _LORA_RANK = flags.DEFINE_integer(
     "(memory_analysis) with these adapters against full fine-tuning's at --kl_coef.")
 _KL = flags.DEFINE_float("kl_coef", 0.0, "β of the KL term (> 0: reference log-probs every step; "
                          "full fine-tuning keeps a reference copy of the weights, LoRA of the adapters).")
+_CHECKPOINT_EVERY = flags.DEFINE_integer(
+    "checkpoint_every", 0, "Ours: also save a checkpoint every this many steps (0: the last step's "
+    "alone); a mid-run save writes in the background on an accelerator (checkpoint.background_write"
+    "='auto'), and the next step logs how long it held training (time/checkpoint).")
 _COMMON_PREFIX = flags.DEFINE_integer(
     "common_prefix_min_tokens", None, "Ours: rollout.common_prefix_min_tokens (a prompt prefix "
     "every group shares runs once per sampler call and update micro-batch; 0 = off; default the "
@@ -166,7 +170,7 @@ def _config(model_dir, workdir: str, num_steps: int):
     c.rollout.common_prefix_min_tokens = _COMMON_PREFIX.value
   if _LORA_RANK.value:
     c.model.lora.update(dict(rank=_LORA_RANK.value, alpha=2.0 * _LORA_RANK.value))
-  c.checkpoint.every_steps = _STEPS.value  # the last timed step saves, for the resumed run
+  c.checkpoint.every_steps = _CHECKPOINT_EVERY.value or _STEPS.value  # the last step saves (resume)
   c.logging.console = False
   return c
 
@@ -340,6 +344,9 @@ def _report_ours(tr, hist, ceilings) -> dict:
   kernel = attention.kernel_choice(tr.model.config.attention_implementation, tr.model.config.head_dim,
                                   _DTYPE.value)
   print(f"attention kernel (ours): {kernel}")
+  held = [(h["step"] - 1, h["time/checkpoint"]) for h in hist if "time/checkpoint" in h]
+  for step, seconds in held:
+    print(f"grounding_jax: the checkpoint of step {step} held training {seconds:.2f}s")
   steady = hist[1:]
   median = lambda key: float(np.median([h[key] for h in steady]))
   ours = median("time/step")
@@ -350,7 +357,7 @@ def _report_ours(tr, hist, ceilings) -> dict:
              steady_step_s=float(np.median([h["time/step"] - h["time/compile"] for h in steady])),
              completion_mean=float(np.mean([h["completion_length/mean"] for h in steady])),
              first_step_s=hist[0]["time/step"], first_step_compile_s=hist[0]["time/compile"],
-             attention=kernel)
+             attention=kernel, checkpoint_held_s=max((t for _, t in held), default=None))
   if "perf/update_tflop" in steady[0]:
     rate = median("perf/update_tflop") * 1e12 / out["update_s"]
     out.update(update_tflop=median("perf/update_tflop"),

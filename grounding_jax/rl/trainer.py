@@ -148,7 +148,8 @@ class Trainer:
           if c.checkpoint.resume else None
       restore_seconds = time.perf_counter() - t_restore
     # Set-up seconds spent before a step, logged with it (time/restore: the checkpoint restore;
-    # time/stage_setup: the stage's data, programs, sampler and reward pool).
+    # time/stage_setup: the stage's data, programs, sampler and reward pool; time/checkpoint: the
+    # step before's save).
     setup_times = {"time/restore": restore_seconds} if restored is not None else {}
     if restored is not None:  # the newest intact checkpoint (a corrupt newer one is moved aside)
       restored, meta, _ = restored
@@ -212,9 +213,13 @@ class Trainer:
             last = stage_step == st.num_steps or (max_steps is not None and done_here >= max_steps)
             stop = guard.agreed(self.hosts) and global_step < total  # all stop after one step
             if global_step % c.checkpoint.every_steps == 0 or last or stop:  # only finite states
+              t_save = time.perf_counter()
               health_lib.save_finite(self.checkpointer, global_step, state(),
                                      {**meta, "health": health.state()},
                                      blocking=last or stop or not background)
+              # How long the save held training (a background write: the copy and checksums),
+              # logged with the next step.
+              setup_times["time/checkpoint"] = time.perf_counter() - t_save
             if stop:
               raise guard.preempted(global_step, self.checkpointer)
         finally:
