@@ -41,7 +41,7 @@ minutes on a 2-core CPU.
 
 With --model_shape both sides train a random-weight model of that shape (speed only) with the
 tokenizer of --tokenizer_dir; ours runs on jax's default device, TRL on cuda when torch sees a GPU.
-The device's ceilings are measured first (perf.measure_ceilings: a large copy's bandwidth, a large
+The device's ceilings are measured first (ceilings.measure_ceilings: a large copy's bandwidth, a large
 matmul's FLOP/s in --dtype), and each step's update is printed as MFU of that measured rate and of
 the datasheet's bf16 peak (perf.PEAK_FLOPS). A last line "RESULT {json}" carries the figures for
 launch/bench_suite.py. TRL's side of the comparison is launch/bench_grpo_trl.py.
@@ -250,8 +250,8 @@ def resume_ours(workdir: str) -> None:
   update_start = before + h["time/step"] - h["time/update"] - h["time/reference"]
   on_disk = sum(f.stat().st_size for f in pathlib.Path(workdir, "checkpoints", str(h["step"] - 1))
                 .rglob("*") if f.is_file())
-  from grounding_jax import perf  # after the timed part: the link a restore crosses, for scale
-  up, down = perf.measure_host_link()
+  from grounding_jax import ceilings  # after the timed part: the link a restore crosses, for scale
+  up, down = ceilings.measure_host_link()
   print(f"host link: host to device {up / 1e9:.1f} GB/s, device to host {down / 1e9:.1f} GB/s; "
         f"the restore read {on_disk / 1e9:.2f} GB of checkpoint ({on_disk / 1e9 / max(restore, 1e-9):.2f}"
         " GB/s)", flush=True)
@@ -375,7 +375,7 @@ def main(argv):
     # jax takes 75 % of a GPU per process; the resumed run is a second process beside this one (a
     # child, which inherits this): each gets 45 %. Set before jax is imported.
     os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.45")
-  from grounding_jax import perf
+  from grounding_jax import ceilings as ceilings_lib
   from grounding_jax.parallel import compile_cache
   if _RESUME_WORKDIR.value:
     compile_cache.enable(os.environ[compile_cache.ENV_VAR])
@@ -388,7 +388,7 @@ def main(argv):
         f"steps={_STEPS.value} kl_coef={_KL.value} (ours: remat_policy={_REMAT_POLICY.value}, "
         f"scan_layers={_SCAN.value}, compile_ahead={_COMPILE_AHEAD.value}, "
         f"lora_rank={_LORA_RANK.value})")
-  ceilings = perf.measure_ceilings(_DTYPE.value) if _OURS.value else None  # TRL alone: no jax
+  ceilings = ceilings_lib.measure_ceilings(_DTYPE.value) if _OURS.value else None  # TRL alone: no jax
   if ceilings:
     print(ceilings.line(), flush=True)
   setup = _setup()

@@ -24,7 +24,7 @@ Per case it prints: tokens/s of both and their ratio, our compile time, and pref
 separately against transformers (ours: the sampler's own prefill / decode clocks; transformers: a
 generate of one new token is its prefill, the rest of a full generate its decode). The device's
 ceilings are measured first in the same process (a large copy's bandwidth, a large matmul's FLOP/s
-in --dtype; perf.measure_ceilings): prefill is printed as MFU of the measured matmul rate and of the
+in --dtype; ceilings.measure_ceilings): prefill is printed as MFU of the measured matmul rate and of the
 datasheet's bf16 peak (perf.PEAK_FLOPS), decode as the share of its bandwidth roofline (the weights
 and live KV cache a step must read, perf.decode_read_bytes, at the measured bandwidth). A last line
 per case, "RESULT {json}", carries the figures for launch/bench_suite.py. The engines alternate in
@@ -272,8 +272,8 @@ def _model_and_tokenizer():
 def main(argv):
   del argv
   import jax.numpy as jnp
-  from grounding_jax import perf
-  ceilings = perf.measure_ceilings(_DTYPE.value) if _OURS.value else None  # a peer alone: no jax
+  from grounding_jax import ceilings as ceilings_lib
+  ceilings = ceilings_lib.measure_ceilings(_DTYPE.value) if _OURS.value else None  # a peer alone: no jax
   if ceilings:
     print(ceilings.line(), flush=True)
   model, config, tokenizer, model_dir, tokenizer_dir = _model_and_tokenizer()

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "grounding_jax"
 # `eval` (its validation runs the evaluation harness) and `sft`, which share the model-level parts
 # (models/logprobs.py) and so never import the RL loop.
 LAYERS = (
-    ("parallel", "optim", "checksums", "checkpoints", "metrics_writer", "paths", "perf", "config_fields"),
+    ("parallel", "optim", "checksums", "checkpoints", "metrics_writer", "paths", "perf", "ceilings", "config_fields"),
     ("models",),
     ("text",),
     ("data",),

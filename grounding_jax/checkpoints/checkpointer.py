@@ -18,6 +18,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from grounding_jax import paths
+from grounding_jax import perf
 from grounding_jax.checkpoints.errors import (CheckpointError, CheckpointSpaceError,
                                               CheckpointWriteError, NonFiniteStateError,
                                               layer_layout_hint, one_line, out_of_space)
@@ -387,20 +388,9 @@ def _room_for_a_copy(arrays: Mapping[str, Any]) -> bool:
       for shard in x.addressable_shards:
         need[shard.device] = need.get(shard.device, 0) + shard.data.nbytes
   for device, nbytes in need.items():
-    free = _free_bytes(device)
+    free = perf.free_memory(device)
     if free is not None and nbytes > free:
       logging.info("checkpoint: %.2f GiB of state on %s, %.2f GiB free: saving synchronously",
                    nbytes / 2**30, device, free / 2**30)
       return False
   return True
-
-
-def _free_bytes(device) -> Optional[int]:
-  """The device's free memory by jax's memory stats, None where it reports none."""
-  try:
-    stats = device.memory_stats()
-  except Exception:  # pylint: disable=broad-except  (some backends raise instead of None)
-    return None
-  if not stats or "bytes_limit" not in stats:
-    return None
-  return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))

@@ -315,18 +315,19 @@ def test_a_failed_background_write_is_raised_by_the_next_save_wait_or_close(tmp_
 
 def test_a_device_without_room_for_the_copy_saves_synchronously(tmp_path, monkeypatch):
   """Where jax's memory stats say the state's bytes are not free on a device, no copy is made."""
+  from grounding_jax import perf
   from grounding_jax.checkpoints import checkpointer
   state = _big_state(4)
   arrays = checkpointer.flatten(state)[0]
   nbytes = sum(x.nbytes for x in jax.tree.leaves(state) if isinstance(x, jax.Array))
-  assert checkpointer._free_bytes(jax.devices()[0]) is None  # the CPU reports no memory stats
+  assert perf.free_memory(jax.devices()[0]) is None  # the CPU reports no memory stats
   assert checkpointer._room_for_a_copy(arrays)
-  monkeypatch.setattr(checkpointer, "_free_bytes", lambda device: nbytes - 1)
+  monkeypatch.setattr(perf, "free_memory", lambda device: nbytes - 1)
   assert not checkpointer._room_for_a_copy(arrays)
   ck = checkpoints.Checkpointer(tmp_path / "ck")
   ck.save(1, state, blocking=False)
   assert ck._writer is None and ck.latest_step() == 1
-  monkeypatch.setattr(checkpointer, "_free_bytes", lambda device: nbytes)
+  monkeypatch.setattr(perf, "free_memory", lambda device: nbytes)
   assert checkpointer._room_for_a_copy(arrays)
   ck.close()
 
