@@ -99,6 +99,9 @@ _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the ba
                            "(gradient checkpointing), on both sides.")
 _ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: model.attention (models/attention.py: "
                                  "auto, xla or cudnn), to compare kernels on one device.")
+_PACKED = flags.DEFINE_enum("packed_attention", "auto", ["auto", "rows", "stream"], "Ours: "
+                            "model.packed_attention (models/packed.py: a group's packed completions "
+                            "attended as rows, as one masked stream, or whichever scores fewer pairs).")
 _FUSE = flags.DEFINE_enum("fuse_projections", "auto", ["auto", "on", "off"], "Ours: "
                           "rollout.fuse_projections (the sampler's q/k/v and gate/up weights "
                           "concatenated; 'auto' = on a GPU).")
@@ -151,6 +154,7 @@ def _config(model_dir, workdir: str, num_steps: int):
   c.workdir = workdir
   c.model.path = "" if _MODEL_SHAPE.value else str(model_dir)  # a shape: the model is passed in
   c.model.attention = _ATTENTION.value
+  c.model.packed_attention = _PACKED.value
   c.rollout.fuse_projections = _FUSE.value
   if _PROFILE_DIR.value:
     c.perf.profile_dir, c.perf.profile_step = _PROFILE_DIR.value, _PROFILE_STEP.value
@@ -195,11 +199,12 @@ def _load(model_dir, weights: bool = True):
   kw = dict(remat=_REMAT.value, remat_policy=_REMAT_POLICY.value,
             compute_dtype=jnp.dtype(_DTYPE.value), scan_layers=_SCAN.value)
   if isinstance(model_dir, models.ModelConfig):
-    config = dataclasses.replace(model_dir, attention_implementation=_ATTENTION.value)
+    config = dataclasses.replace(model_dir, attention_implementation=_ATTENTION.value,
+                                 packed_attention=_PACKED.value)
     return shapes.random_model(config, **kw) if weights else nnx.eval_shape(
         lambda: shapes.random_model(config, **kw))
   return models.load_pretrained(model_dir, attention_implementation=_ATTENTION.value,
-                                read_weights=weights, **kw)
+                                packed_attention=_PACKED.value, read_weights=weights, **kw)
 
 
 def _trainer(c, model_dir, tok, examples, texts, weights: bool = True):

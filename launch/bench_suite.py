@@ -30,6 +30,9 @@ stage that fails or times out leaves its row empty, never the whole table. The s
                 (--remat=false): fewer FLOPs a step for more memory
   grpo_no_prefix   (not by default) grpo_ours without running the prompt prefix all groups share
                 once (rollout.common_prefix_min_tokens=0): its FLOPs saved against its compile
+  grpo_stream   (not by default) grpo_ours with each group's packed completions attended as one
+                masked stream (model.packed_attention='stream') instead of 'auto' (rows where
+                they score fewer pairs: models/packed.py)
   grpo_save_mid    (not by default) grpo_ours with a checkpoint at step 2 too, written in the
                 background on an accelerator: how long it held training (time/checkpoint) and
                 what step 3 paid beside the writing thread
@@ -108,6 +111,7 @@ def stage_commands() -> dict[str, list[str]]:
           "grpo_save_dots": grpo + ["--trl=false", "--remat_policy=save_dots"],
           "grpo_no_remat": grpo + ["--trl=false", "--remat=false"],
           "grpo_no_prefix": grpo + ["--trl=false", "--common_prefix_min_tokens=0"],
+          "grpo_stream": grpo + ["--trl=false", "--packed_attention=stream"],
           "grpo_save_mid": grpo + ["--trl=false", "--checkpoint_every=2"],
           "grpo_resume": [a for a in grpo if a not in ("--steps=4", "--resume=false")]
                          + ["--trl=false", "--steps=2", "--resume=true"],
@@ -232,6 +236,7 @@ def table(results: dict) -> str:
         for stage, label in (("grpo_save_dots", "remat keeping matmul outputs"),
                              ("grpo_no_remat", "no remat"),
                              ("grpo_no_prefix", "shared prompt prefix not run once"),
+                             ("grpo_stream", "packed completions as one masked stream"),
                              ("grpo_save_mid", "a checkpoint at step 2 too"))
         if results.get(stage)],
       ("first GRPO step (s)", f"{_num(get('grpo_ours', 'ours', 'first_step_s'), '{:.1f}')} (compile "

@@ -17,7 +17,7 @@ import os
 import pathlib
 from typing import Any, Mapping
 
-from grounding_jax.models import attention
+from grounding_jax.models import attention, packed
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3")
 
@@ -67,6 +67,10 @@ class ModelConfig:
   # Which code runs attention: "xla" (jnp programs), "cudnn" (GPU only), or "auto" (cuDNN on a GPU
   # where its shapes and dtypes allow, else "xla"; see models/attention.py).
   attention_implementation: str = "auto"
+  # How attention runs a GRPO group's packed completions: "stream" (one block-diagonal mask over
+  # the group's stream), "rows" (each completion a row over [prompt | itself]), or "auto" (the one
+  # scoring fewer query-key pairs); the same numbers up to float rounding (models/packed.py).
+  packed_attention: str = "auto"
   # The source config.json as canonical JSON, so to_hf_dict() keeps fields we do not model
   # (generation defaults, tokenizer ids, ...). Excluded from equality: it never changes the math.
   hf_json: str = dataclasses.field(default="", compare=False, repr=False)
@@ -91,6 +95,9 @@ class ModelConfig:
     if self.attention_implementation not in attention.IMPLEMENTATIONS:
       raise ValueError(f"attention_implementation={self.attention_implementation!r}; expected one "
                        f"of {attention.IMPLEMENTATIONS}.")
+    if self.packed_attention not in packed.MODES:
+      raise ValueError(f"packed_attention={self.packed_attention!r}; expected one of "
+                       f"{packed.MODES}.")
 
   @property
   def architecture(self) -> str:

@@ -162,6 +162,7 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
                     remat_policy: str = "full", scan_layers: bool = True,
                     attention_query_chunk: int | None = None,
                     attention_implementation: str | None = None,
+                    packed_attention: str | None = None,
                     read_weights: bool = True) -> Transformer:
   """Loads an HF checkpoint folder (config.json + safetensors) into a `Transformer`.
 
@@ -179,6 +180,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
       0 = all); None keeps ModelConfig's default.
     attention_implementation: the attention kernel, "auto", "xla" or "cudnn" (models/attention.py;
       ModelConfig.attention_implementation); None keeps ModelConfig's default ("auto").
+    packed_attention: how a GRPO group's packed completions are attended, "auto", "rows" or
+      "stream" (models/packed.py; ModelConfig.packed_attention); None keeps the default ("auto").
     read_weights: False = the architecture alone, from config.json: every parameter a
       jax.ShapeDtypeStruct (with its sharding on `mesh`, else none) and no safetensors file read —
       what a resumed run fills from its training checkpoint (rl/trainer.py).
@@ -197,6 +200,8 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
     config = dataclasses.replace(config, attention_query_chunk=attention_query_chunk)
   if attention_implementation is not None:
     config = dataclasses.replace(config, attention_implementation=attention_implementation)
+  if packed_attention is not None:
+    config = dataclasses.replace(config, packed_attention=packed_attention)
   compute_dtype = dtype if compute_dtype is None else compute_dtype
   abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0), param_dtype=dtype,
                                                 compute_dtype=compute_dtype, remat=remat,

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from grounding_jax.models import packed
 from grounding_jax.models.attention import attention
 from grounding_jax.models.config import ModelConfig
 from grounding_jax.models.rope import apply_rope
@@ -217,7 +218,8 @@ class Attention(nnx.Module):
 
   def shared_prefix(self, xp_btd: jax.Array, positions_p: jax.Array, mask_p: jax.Array,
                     prefix_mask: jax.Array, xc_btd: jax.Array, positions_c: jax.Array,
-                    mask_c: jax.Array, inv_freq: np.ndarray) -> tuple[jax.Array, jax.Array]:
+                    mask_c: jax.Array | packed.PackedRows, inv_freq: np.ndarray
+                    ) -> tuple[jax.Array, jax.Array]:
     """Attention of a prefix stream to itself, and of a continuation stream to [prefix | itself].
 
     Args:
@@ -227,18 +229,22 @@ class Attention(nnx.Module):
         prefix_mask bool[groups, S], True at the prefix's real tokens, which every continuation
         token attends to.
       xc_btd: [groups, P, embed] normalised continuation inputs; positions_c int[groups, P];
-        mask_c bool[groups, P, P]: which continuation tokens each continuation token attends to.
+        mask_c bool[groups, P, P]: which continuation tokens each continuation token attends to;
+        or the stream's completions as rows (models/packed.py: attended row by row).
     Returns:
       (prefix out [groups, S, embed], continuation out [groups, P, embed]).
     """
     qp, kp, vp = self._qkv(xp_btd, positions_p, inv_freq)
     qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
     out_p = self._attention(qp, kp, vp, mask_p)
-    if kp.shape[0] != qc.shape[0]:  # one prefix leads every group: its keys are read by each
-      rows = qc.shape[0]
-      kp, vp = (jnp.broadcast_to(x, (rows, *x.shape[1:])) for x in (kp, vp))
-      prefix_mask = jnp.broadcast_to(prefix_mask, (rows, prefix_mask.shape[1]))
-    out_c = self._attention(qc, kc, vc, mask_c, prefix=(kp, vp, prefix_mask))
+    if isinstance(mask_c, packed.PackedRows):
+      out_c = packed.attend(self._attention, qc, kc, vc, mask_c, (kp, vp, prefix_mask))
+    else:
+      if kp.shape[0] != qc.shape[0]:  # one prefix leads every group: its keys are read by each
+        rows = qc.shape[0]
+        kp, vp = (jnp.broadcast_to(x, (rows, *x.shape[1:])) for x in (kp, vp))
+        prefix_mask = jnp.broadcast_to(prefix_mask, (rows, prefix_mask.shape[1]))
+      out_c = self._attention(qc, kc, vc, mask_c, prefix=(kp, vp, prefix_mask))
     return (project(self, "o_proj", "bthk,hkd->btd", out_p),
             project(self, "o_proj", "bthk,hkd->btd", out_c))
 

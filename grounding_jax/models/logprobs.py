@@ -16,7 +16,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from grounding_jax.models.transformer import SHARED_SEGMENT
+from grounding_jax.models.packed import SHARED_SEGMENT
 
 
 def _chunk_stats(hidden, kernel, targets, chunk_size, temperature, want_entropy, remat):
@@ -168,10 +168,12 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
   ids, offset, segment, start = pack_groups(completion_ids, jnp.sum(attended, axis=1), rows_per_prompt,
                                             width)
   if shared_prefix:
-    hidden = _after_common_prefix(model, p_ids, p_mask, ids, offset, segment, shared_prefix)
+    hidden = _after_common_prefix(model, p_ids, p_mask, ids, offset, segment, shared_prefix,
+                                  rows=(rows_per_prompt, length))
   else:
     positions = jnp.sum(p_mask, axis=1, keepdims=True) + offset
-    prompt_h, packed_h = model.hidden_states_shared_prefix(p_ids, p_mask, ids, positions, segment)
+    prompt_h, packed_h = model.hidden_states_shared_prefix(p_ids, p_mask, ids, positions, segment,
+                                                           rows=(rows_per_prompt, length))
     # A row's first token is predicted by the prompt's last position, the others by the one before.
     before = jnp.concatenate([prompt_h[:, -1:], packed_h[:, :-1]], axis=1)
     hidden = jnp.where((offset == 0)[..., None], prompt_h[:, -1:], before)
@@ -184,14 +186,16 @@ def completion_logprobs(model, prompt_ids: jax.Array, prompt_mask: jax.Array,
 
 
 def _after_common_prefix(model, p_ids: jax.Array, p_mask: jax.Array, ids: jax.Array,
-                         offset: jax.Array, segment: jax.Array, common: int) -> jax.Array:
+                         offset: jax.Array, segment: jax.Array, common: int,
+                         rows: tuple[int, int]) -> jax.Array:
   """Hidden states predicting each packed completion token [groups, width, embed], when every
   prompt begins with the same `common` real tokens (completion_logprobs' shared_prefix).
 
   The common tokens (read from the first group's prompt) run once as a prefix of all groups. Each
   group's stream is [the rest of its prompt | its packed completions | padding], Lp − common +
   width columns: the prompt's rest is a SHARED_SEGMENT that all of the group's completions attend
-  to, right after the common prefix in RoPE positions as in the whole prompt.
+  to, right after the common prefix in RoPE positions as in the whole prompt. rows: (G, L) of
+  Transformer.hidden_states_shared_prefix.
   """
   groups, lp = p_ids.shape
   width = ids.shape[1]
@@ -211,7 +215,8 @@ def _after_common_prefix(model, p_ids: jax.Array, p_mask: jax.Array, ids: jax.Ar
   positions = jnp.where(in_rest, common + cols,
                         lens[:, None] + jnp.take_along_axis(offset, packed_col, axis=1))
   prefix_h, stream_h = model.hidden_states_shared_prefix(
-      prefix, jnp.ones(prefix.shape, bool), stream_ids, positions, stream_segment)
+      prefix, jnp.ones(prefix.shape, bool), stream_ids, positions, stream_segment, rows=rows,
+      shared=lp - common)
   # Index k of [prefix's last | stream] predicts stream column k. A row's first token (offset 0)
   # follows its prompt's last token; the others follow the token before them.
   hidden = jnp.concatenate(

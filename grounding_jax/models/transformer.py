@@ -28,15 +28,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from grounding_jax.models import packed
 from grounding_jax.models.config import ModelConfig
 from grounding_jax.models.layers import MLP, Attention, RMSNorm, logical_param
 from grounding_jax.models.rope import inverse_frequencies
 from grounding_jax.parallel import with_logical_constraint
 
 _ACTIVATION = ("batch", "length", "embed")  # logical names of the residual stream [B, T, D]
-# A continuation-stream token that every later token of its group attends to
-# (hidden_states_shared_prefix's segment_ids).
-SHARED_SEGMENT = -2
 
 # What a rematerialised layer keeps for the backward pass (Transformer.remat_policy).
 _REMAT_POLICIES = {
@@ -174,7 +172,8 @@ class Transformer(nnx.Module):
     return x
 
   def hidden_states_shared_prefix(self, prefix_ids: jax.Array, prefix_mask: jax.Array,
-                                  ids: jax.Array, positions: jax.Array, segment_ids: jax.Array
+                                  ids: jax.Array, positions: jax.Array, segment_ids: jax.Array, *,
+                                  rows: tuple[int, int] | None = None, shared: int = 0
                                   ) -> tuple[jax.Array, jax.Array]:
     """`hidden_states` of several continuations of one prefix per group, the prefix run once.
 
@@ -191,9 +190,13 @@ class Transformer(nnx.Module):
       ids: int32[groups, P] each group's continuations, packed.
       positions: int32[groups, P] their RoPE positions (the prefix's length + offset in the
         continuation).
-      segment_ids: int32[groups, P] which continuation a token belongs to; SHARED_SEGMENT = a token
-        every later token of its group attends to (the rest of a prompt after a prefix that all
+      segment_ids: int32[groups, P] which continuation a token belongs to; packed.SHARED_SEGMENT =
+        a token every later token of its group attends to (the rest of a prompt after a prefix that all
         groups share, logprobs.completion_logprobs); other negatives = padding.
+      rows: (G, L) when each stream is [shared rest | G completions of at most L tokens, in
+        segment order | padding]: attention may then run the completions as rows
+        (ModelConfig.packed_attention, models/packed.py); None = always one mask over the stream.
+      shared: R >= the shared rest's columns in any stream (with `rows`).
     Returns:
       (prefix hidden [groups, S, embed], continuation hidden [groups, P, embed]), final-norm
       outputs in compute_dtype; prefix position S − 1 predicts every continuation's first token.
@@ -202,9 +205,15 @@ class Transformer(nnx.Module):
     s, p = prefix_ids.shape[1], ids.shape[1]
     positions_p = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0)
     mask_p = jnp.tril(jnp.ones((s, s), bool))[None] & prefix_mask[:, None, :]
-    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
-    same |= (segment_ids == SHARED_SEGMENT)[:, None, :]
-    mask_c = same & jnp.tril(jnp.ones((p, p), bool))[None]  # each token: its own completion's past
+    mode = "stream" if rows is None else packed.choose(
+        self.config.packed_attention, prefix=s, stream=p, shared=shared, rows_per_group=rows[0],
+        width=rows[1])
+    if mode == "rows":
+      mask_c = packed.layout(segment_ids, *rows, shared)
+    else:
+      same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
+      same |= (segment_ids == packed.SHARED_SEGMENT)[:, None, :]
+      mask_c = same & jnp.tril(jnp.ones((p, p), bool))[None]  # each token: its own completion's past
     inv_freq = inverse_frequencies(self.config)
     xs = (self._embed(prefix_ids), self._embed(ids))
     xs, _ = self._over_layers(

@@ -128,7 +128,8 @@ def load_policy(c: ml_collections.ConfigDict, mesh, model=None, tokenizer=None,
                                    compute_dtype=models.DTYPES[c.model.compute_dtype],
                                    remat=c.model.remat, remat_policy=c.model.remat_policy,
                                    scan_layers=c.model.scan_layers,
-                                   attention_implementation=c.model.attention, mesh=mesh,
+                                   attention_implementation=c.model.attention,
+                                   packed_attention=c.model.packed_attention, mesh=mesh,
                                    read_weights=read_weights)
     tokenizer = tokenizer or models.load_tokenizer(c.model.path)
   weights = has_weights(model)

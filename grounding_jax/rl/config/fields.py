@@ -27,6 +27,7 @@ from grounding_jax.data import splits
 from grounding_jax.data import synthetic
 from grounding_jax.models import attention
 from grounding_jax.models import lora
+from grounding_jax.models import packed
 from grounding_jax.models import transformer
 from grounding_jax.parallel import compile_cache
 from grounding_jax.rl import abstention
@@ -146,6 +147,11 @@ MODEL = (
           "programs), 'cudnn' (cuDNN fused attention, GPU only), or 'auto': cuDNN on a GPU where the "
           "dtype (bf16/fp16) and shapes allow, else 'xla'",
           choices=attention.IMPLEMENTATIONS),
+    Field("model.packed_attention", "auto", str, "how the update attends a group's completions "
+          "packed after its prompt (models/packed.py): 'rows' (each completion a row over [prompt "
+          "| itself]), 'stream' (one block-diagonal mask over the packed stream), or 'auto' (the "
+          "one scoring fewer query-key pairs); the same numbers up to float rounding",
+          choices=packed.MODES),
     # LoRA: rank > 0 trains adapters on `targets` only; the optimizer and the checkpoints hold just
     # the adapters, and the KL reference is the stage's initial adapters over the same frozen
     # weights (no second copy of the model when kl_coef > 0).

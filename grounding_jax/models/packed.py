@@ -1,0 +1,151 @@
+"""Attention over a group's packed continuations, run as rows.
+
+GRPO's G completions of one prompt run as one packed stream per group
+(Transformer.hidden_states_shared_prefix, logprobs.completion_logprobs):
+
+    prefix (the prompt, or the instructions all groups share)   attended by every stream token
+    stream = [shared rest of the prompt | completion 0 | completion 1 | ... | padding]
+
+Every weight matmul of a layer runs the stream as it is, with no padding between completions. A
+completion token attends to the prefix, the shared rest and its own completion's past; nothing else.
+Attention can run that stream in two ways (`model.packed_attention`):
+
+  "stream"  one [P, S + P] score matrix per group (P stream columns, S prefix tokens) under a
+            block-diagonal mask built from the segment ids. Simple, but most pairs are masked out:
+            8 completions of 256 tokens after a 400-token prompt score 5.0 M pairs where 1.1 M
+            are attended.
+  "rows"    the completions' queries, keys and values are gathered into G rows of L columns (L:
+            the completion width), each row attends to [prefix | shared rest | itself] under a
+            causal mask, and the outputs are scattered back to their stream columns; the shared
+            rest (R columns) attends to [prefix | itself] apart. R·(S + R) + G·L·(S + R + L) pairs:
+            1.3 M in the example above.
+  "auto"    whichever scores fewer pairs (`choose`): "rows" when a group's completions fill most of
+            their G·L columns, "stream" when they are short next to L (8 completions of ~60 tokens
+            above, a stream of 512 columns: 0.47 M pairs as a stream, 1.3 M as rows).
+
+Both compute the same attention up to float rounding (each query's softmax runs over the same
+keys; tests/models/test_packed.py). The gather and scatter move [groups, P, heads, head_dim]
+activations, little next to the scores they save. Every kernel of models/attention.py runs either
+layout (the rows are plain rows with a one-per-row prefix, kv_layout "bskd").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+MODES = ("auto", "rows", "stream")
+
+# A stream token that every later token of its group attends to: the rest of a prompt after the
+# prefix all groups share (segment ids of Transformer.hidden_states_shared_prefix). Other negative
+# segment ids are padding; 0 .. G − 1 name a group's completions.
+SHARED_SEGMENT = -2
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PackedRows:
+  """Where each completion token of a packed stream sits, for attention run as rows (`layout`).
+
+  Attributes:
+    cols: int32 [groups, G·L]: the stream column of token t of completion i at index i·L + t;
+      the stream's width P (out of range: dropped when scattering back) past the completion's end.
+    valid: bool [groups, G·L], True where `cols` names a token.
+    shared: bool [groups, R], True at the stream's first R columns that hold the shared rest.
+    rows_per_group: G (static).
+    width: L, columns of one row (static).
+  """
+  cols: jax.Array
+  valid: jax.Array
+  shared: jax.Array
+  rows_per_group: int = dataclasses.field(metadata=dict(static=True))
+  width: int = dataclasses.field(metadata=dict(static=True))
+
+
+def pairs(mode: str, *, prefix: int, stream: int, shared: int, rows_per_group: int,
+          width: int) -> int:
+  """Query-key pairs one group's stream scores in `mode` ("rows" or "stream"); the prefix's own
+  attention (the same in both) is left out."""
+  if mode == "stream":
+    return stream * (prefix + stream)
+  return shared * (prefix + shared) + rows_per_group * width * (prefix + shared + width)
+
+
+def choose(mode: str, *, prefix: int, stream: int, shared: int, rows_per_group: int,
+           width: int) -> str:
+  """"rows" or "stream": `mode` itself, or for "auto" the one that scores fewer pairs (`pairs`).
+
+  Args:
+    mode: one of MODES (ModelConfig.packed_attention).
+    prefix: S, prefix tokens every stream token attends to.
+    stream: P, the stream's columns.
+    shared: R, the stream's first columns that may hold the shared rest of a prompt (0: none).
+    rows_per_group: G, completions per group; width: L, the longest one's columns.
+  Raises:
+    ValueError: an unknown mode (naming the choices).
+  """
+  if mode not in MODES:
+    raise ValueError(f"packed_attention={mode!r}; expected one of {MODES}")
+  if mode != "auto":
+    return mode
+  sizes = dict(prefix=prefix, stream=stream, shared=shared, rows_per_group=rows_per_group,
+               width=width)
+  return "rows" if pairs("rows", **sizes) < pairs("stream", **sizes) else "stream"
+
+
+def layout(segment_ids: jax.Array, rows_per_group: int, width: int, shared: int) -> PackedRows:
+  """The rows of packed streams laid out as [shared rest | completion 0 | 1 | ... | padding].
+
+  Args:
+    segment_ids: int32 [groups, P]: SHARED_SEGMENT at the shared rest (the stream's first columns),
+      then i at completion i's tokens, consecutive and in order, then negative padding.
+    rows_per_group: G; width: L >= every completion's length; shared: R >= every group's rest.
+  """
+  groups, p = segment_ids.shape
+  counts = jnp.sum(segment_ids[:, :, None] == jnp.arange(rows_per_group)[None, None], axis=1)
+  rest = jnp.sum(segment_ids == SHARED_SEGMENT, axis=1)
+  start = rest[:, None] + jnp.cumsum(counts, axis=1) - counts              # [groups, G]
+  t = jnp.arange(width, dtype=jnp.int32)
+  valid = t[None, None] < counts[..., None]                               # [groups, G, L]
+  cols = jnp.where(valid, start[..., None] + t, p).astype(jnp.int32)
+  return PackedRows(cols.reshape(groups, -1), valid.reshape(groups, -1),
+                    segment_ids[:, :shared] == SHARED_SEGMENT, rows_per_group, width)
+
+
+def attend(attention: Callable[..., jax.Array], q: jax.Array, k: jax.Array, v: jax.Array,
+           rows: PackedRows, prefix: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+  """The stream's attention output, run as rows.
+
+  Args:
+    attention: `attention(q, k, v, mask, prefix=(k, v, mask))` over rows with one prefix each
+      (Attention._attention: models/attention.attention with the model's kernel).
+    q: [groups, P, q_heads, head_dim]; k, v: [groups, P, kv_heads, head_dim], the stream's projected
+      (rotated) queries, keys and values.
+    rows: the stream's layout (`layout`).
+    prefix: (keys, values [groups or 1, S, kv_heads, head_dim], mask bool [groups or 1, S]).
+  Returns:
+    [groups, P, q_heads, head_dim] in v's dtype; zeros at padding columns.
+  """
+  groups, p = q.shape[:2]
+  g, width, r = rows.rows_per_group, rows.width, rows.shared.shape[1]
+  kp, vp, mp = (jnp.broadcast_to(x, (groups, *x.shape[1:])) for x in prefix)
+  out = jnp.zeros((*q.shape[:-1], v.shape[-1]), v.dtype)
+  if r:  # the shared rest: [prefix | its own past]
+    causal = jnp.tril(jnp.ones((r, r), bool))[None] & rows.shared[:, None, :]
+    own = attention(q[:, :r], k[:, :r], v[:, :r], causal, prefix=(kp, vp, mp))
+    out = out.at[:, :r].set(jnp.where(rows.shared[..., None, None], own, 0))
+  # What every row reads before itself: the prefix, then its group's shared rest.
+  kx, vx = (jnp.concatenate([a, b[:, :r]], axis=1) for a, b in ((kp, k), (vp, v)))
+  mx = jnp.concatenate([mp, rows.shared], axis=1)
+  cols = jnp.minimum(rows.cols, p - 1)[..., None, None]
+  as_rows = lambda x: jnp.take_along_axis(x, cols, axis=1).reshape(groups * g, width, *x.shape[2:])
+  per_row = lambda x: jnp.repeat(x, g, axis=0)
+  mask = jnp.tril(jnp.ones((width, width), bool))[None] & rows.valid.reshape(groups * g, 1, width)
+  out_rows = attention(as_rows(q), as_rows(k), as_rows(v), mask,
+                       prefix=(per_row(kx), per_row(vx), per_row(mx)))
+  at = jnp.arange(groups)[:, None]
+  return out.at[at, rows.cols].set(out_rows.reshape(groups, g * width, *out_rows.shape[2:]),
+                                   mode="drop")
