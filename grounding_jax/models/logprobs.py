@@ -19,6 +19,34 @@ import jax.numpy as jnp
 from grounding_jax.models.packed import SHARED_SEGMENT
 
 
+@jax.custom_vjp
+def _head(hidden: jax.Array, kernel: jax.Array) -> jax.Array:
+  """hidden @ kernel in hidden's dtype, accumulated and returned in float32 (one vocabulary chunk's
+  logits). Differentiated like every other matmul of a bf16 model: the backward GEMMs read the
+  logits' cotangent in hidden's dtype. Autodiff would keep that cotangent float32, and a float32
+  operand turns both backward GEMMs into float32 ones, read at twice the bytes (on a GPU TF32, half
+  bf16's rate: 104 ms of a 1.37 s update on the H200, docs/benchmarks.md). Exact for float32."""
+  return jnp.einsum("...d,dv->...v", hidden, kernel.astype(hidden.dtype),
+                    preferred_element_type=jnp.float32)
+
+
+def _head_fwd(hidden, kernel):
+  return _head(hidden, kernel), (hidden, kernel)
+
+
+def _head_bwd(residuals, g):
+  hidden, kernel = residuals
+  g = g.astype(hidden.dtype)
+  d_hidden = jnp.einsum("...v,dv->...d", g, kernel.astype(hidden.dtype),
+                        preferred_element_type=jnp.float32).astype(hidden.dtype)
+  d_kernel = jnp.einsum("nd,nv->dv", hidden.reshape(-1, hidden.shape[-1]), g.reshape(-1, g.shape[-1]),
+                        preferred_element_type=jnp.float32)
+  return d_hidden, d_kernel.astype(kernel.dtype)
+
+
+_head.defvjp(_head_fwd, _head_bwd)
+
+
 def _chunk_stats(hidden, kernel, targets, chunk_size, temperature, want_entropy, remat):
   """Running log-sum-exp over vocabulary chunks. Returns (target_logit, lse, entropy or None)."""
   d, vocab = kernel.shape
@@ -34,8 +62,7 @@ def _chunk_stats(hidden, kernel, targets, chunk_size, temperature, want_entropy,
   def body(carry, xs):
     m, s, t, tgt = carry
     k_c, start = xs
-    z = jnp.einsum("...d,dv->...v", hidden, k_c.astype(hidden.dtype),
-                   preferred_element_type=jnp.float32) * inv_t  # [..., chunk]
+    z = _head(hidden, k_c) * inv_t  # [..., chunk] float32
     cols = start + jnp.arange(chunk_size)
     z = jnp.where(cols < vocab, z, neg_inf)
     m_new = jnp.maximum(m, jnp.max(z, axis=-1))
