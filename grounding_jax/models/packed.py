@@ -96,6 +96,27 @@ def choose(mode: str, *, prefix: int, stream: int, shared: int, rows_per_group: 
   return "rows" if pairs("rows", **sizes) < pairs("stream", **sizes) else "stream"
 
 
+def continuation_mask(mode: str, segment_ids: jax.Array, *, prefix: int,
+                      rows: tuple[int, int] | None, shared: int) -> jax.Array | PackedRows:
+  """What the stream's tokens attend to among themselves, as the attention layers take it: a bool
+  [groups, P, P] mask (each token: its own completion's past, and the shared rest), or the
+  completions as rows (`layout`) where `choose` picks them.
+
+  Args:
+    mode: ModelConfig.packed_attention.
+    segment_ids: int32 [groups, P] (`layout`'s); prefix: S, the prefix's tokens.
+    rows: (G, L) when the stream is laid out as `layout` says; None: always the mask.
+    shared: R >= every group's shared rest (with `rows`).
+  """
+  p = segment_ids.shape[1]
+  if rows is not None and choose(mode, prefix=prefix, stream=p, shared=shared,
+                                 rows_per_group=rows[0], width=rows[1]) == "rows":
+    return layout(segment_ids, *rows, shared)
+  same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
+  same |= (segment_ids == SHARED_SEGMENT)[:, None, :]
+  return same & jnp.tril(jnp.ones((p, p), bool))[None]
+
+
 def layout(segment_ids: jax.Array, rows_per_group: int, width: int, shared: int) -> PackedRows:
   """The rows of packed streams laid out as [shared rest | completion 0 | 1 | ... | padding].
 

@@ -202,18 +202,11 @@ class Transformer(nnx.Module):
       outputs in compute_dtype; prefix position S − 1 predicts every continuation's first token.
     """
     prefix_mask = prefix_mask.astype(bool)
-    s, p = prefix_ids.shape[1], ids.shape[1]
+    s = prefix_ids.shape[1]
     positions_p = jnp.maximum(jnp.cumsum(prefix_mask, axis=-1) - 1, 0)
     mask_p = jnp.tril(jnp.ones((s, s), bool))[None] & prefix_mask[:, None, :]
-    mode = "stream" if rows is None else packed.choose(
-        self.config.packed_attention, prefix=s, stream=p, shared=shared, rows_per_group=rows[0],
-        width=rows[1])
-    if mode == "rows":
-      mask_c = packed.layout(segment_ids, *rows, shared)
-    else:
-      same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
-      same |= (segment_ids == packed.SHARED_SEGMENT)[:, None, :]
-      mask_c = same & jnp.tril(jnp.ones((p, p), bool))[None]  # each token: its own completion's past
+    mask_c = packed.continuation_mask(self.config.packed_attention, segment_ids, prefix=s,
+                                      rows=rows, shared=shared)
     inv_freq = inverse_frequencies(self.config)
     xs = (self._embed(prefix_ids), self._embed(ids))
     xs, _ = self._over_layers(
