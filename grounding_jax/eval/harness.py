@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import jax
 import numpy as np
 import tqdm
+from flax import nnx
 
 from grounding_jax import parallel
 from grounding_jax import recipes
@@ -93,7 +94,8 @@ def _local_share(examples: Sequence[Example]) -> list[Example]:
 def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: EvalSettings, *,
                    rewards: RewardSpec = (), mesh=None, reader=None, name: str = "",
                    progress: bool = True, options: Optional[Mapping[str, Any]] = None,
-                   prompt_fn: Optional[Callable[[Example], str]] = None, tool=None) -> ModelResult:
+                   prompt_fn: Optional[Callable[[Example], str]] = None, tool=None,
+                   commit: bool = True) -> ModelResult:
   """Generates, scores and summarises one model's answers to `examples`.
 
   Args:
@@ -110,8 +112,15 @@ def evaluate_model(model, tokenizer, examples: Sequence[Example], settings: Eval
     prompt_fn: Example -> prompt text (default the recipe's prompt through the chat template).
     tool: what the policy calls when settings.max_turns > 1 (sampling/tools.Tool); the report then
       has search/ columns (sampling/multiturn.tool_metrics).
+    commit: sample with the model's arrays committed to their device (`_committed`), so every model
+      a process evaluates shares the sampler's programs; False keeps them as they are (a trainer's
+      validation, whose rollouts sample with its own arrays).
   """
   recipe = recipes.get_recipe(settings.recipe)
+  if commit:
+    model = _committed(model)
+    if reader is not None:
+      reader = (_committed(reader[0]), reader[1])
   local = _local_share(examples)
   k = settings.decoding.num_samples
   sampling_settings = rollout_lib.SamplingSettings(
@@ -185,6 +194,21 @@ def _mean_logprobs(rollout: rollout_lib.Rollout) -> np.ndarray:
   total = np.where(mask, np.asarray(rollout.sampler_logp, np.float64), 0.0).sum(axis=1)
   count = mask.sum(axis=1)
   return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _committed(model):
+  """`model` (a Transformer or a (graphdef, state) split) with every array committed to the device
+  it is on: the same buffers, no copy. jit keys its programs on whether arguments are committed, and
+  the models one process evaluates come both ways on one device: an HF folder's loaded arrays and a
+  trainer's are uncommitted, a checkpoint's restored ones committed (orbax places them). Without this,
+  evaluating a start model and a trained run (launch/evaluate.py, demo.py, learning_check.py)
+  compiled the sampler's prefill and decode again for the same shapes. Sharded arrays are committed
+  already and pass through as they are."""
+  split = isinstance(model, tuple)
+  graphdef, state = model if split else nnx.split(model)
+  state = jax.tree.map(lambda x: jax.device_put(x, x.sharding) if isinstance(x, jax.Array) else x,
+                       state)
+  return (graphdef, state) if split else nnx.merge(graphdef, state)
 
 
 def _read(recipe: recipes.Recipe, reader, rows: Sequence[Example], completions: Sequence[str],

@@ -148,7 +148,8 @@ class Validator:
     result = harness.evaluate_model(policy, self.tokenizer, self.examples, self.settings,
                                     rewards=self.rewards, mesh=self.mesh, name=f"step {step}",
                                     progress=self.console, options=self.options(),
-                                    prompt_fn=self.prompt_fn, tool=self.tool)
+                                    prompt_fn=self.prompt_fn, tool=self.tool,
+                                    commit=False)  # as the rollouts sample: their programs serve
     return {f"eval/{k}": v for k, v in result.metrics.items()}
 
   def improves(self, value: float) -> bool:
