@@ -33,11 +33,13 @@ evaluate_cli = launch_script.load("evaluate", "evaluate_cli")
 
 
 def tiny_runlocal(name, model_dir, workdir):
-  """configs/<name>.py:runlocal at test size: 2 prompts × G=2, 8 new tokens, 2 steps (trust: one per
-  stage), 4 held-out questions."""
+  """configs/<name>.py:runlocal at test size: 2 prompts × G=2, 12 new tokens, 2 steps (trust: one per
+  stage), 4 held-out questions (8 new tokens each). The training shapes are those of
+  tests/configs/test_runlocal_golden.py's runs (seed, data, 12 new tokens, micro-batches), so the
+  gradient and sampler programs the golden runs compiled come from the session's compilation cache."""
   c = _module(ROOT / "configs" / f"{name}.py", f"config_{name}").get_config("runlocal")
   c.model.path, c.workdir, c.seed = str(model_dir), str(workdir), 3
-  c.rollout.prompts_per_step, c.rollout.group_size, c.rollout.max_new_tokens = 2, 2, 8
+  c.rollout.prompts_per_step, c.rollout.group_size, c.rollout.max_new_tokens = 2, 2, 12
   if c.dapo.overlong_shaping:
     c.dapo.overlong_buffer = 4
   c.update_loop.num_minibatches, c.update_loop.micro_batch_size = 1, 2
