@@ -35,8 +35,12 @@ def test_sft_train_export_evaluate_chain(tiny_smollm2_dir, tmp_path):
        f"--config.model.path={tiny_smollm2_dir}", f"--config.data.path={rows}", "--config.num_epochs=1",
        "--config.batch_size=4", "--config.micro_batch_size=4", "--config.logprob_chunk_size=4096")
   assert (sft / "hf" / "model.safetensors").is_file()
-  tiny = ["--config.rollout.prompts_per_step=2", "--config.rollout.group_size=2",
-          "--config.rollout.max_new_tokens=8", "--config.update_loop.micro_batch_size=2",
+  # GRPO at tests/configs/test_runlocal_golden.py's truthrl shapes (seed 3, 8 training examples, 12
+  # new tokens, micro-batches of 2): its gradient and sampler programs come from the session's
+  # compilation cache, which the subprocesses share.
+  tiny = ["--config.seed=3", "--config.stages[0].data.num_examples=8",
+          "--config.rollout.prompts_per_step=2", "--config.rollout.group_size=2",
+          "--config.rollout.max_new_tokens=12", "--config.update_loop.micro_batch_size=2",
           "--config.reward.num_workers=0", "--config.logging.console=false",
           "--config.evals.num_examples=4", "--config.evals.decoding.max_new_tokens=8"]
   _run("train.py", f"--config={TRUTHRL}:runlocal", f"--workdir={rl}", f"--config.model.path={sft / 'hf'}",
