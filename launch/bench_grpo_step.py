@@ -99,9 +99,10 @@ _REMAT = flags.DEFINE_bool("remat", True, "Recompute layer activations in the ba
                            "(gradient checkpointing), on both sides.")
 _ATTENTION = flags.DEFINE_string("attention", "auto", "Ours: model.attention (models/attention.py: "
                                  "auto, xla or cudnn), to compare kernels on one device.")
-_PACKED = flags.DEFINE_enum("packed_attention", "auto", ["auto", "rows", "stream"], "Ours: "
-                            "model.packed_attention (models/packed.py: a group's packed completions "
-                            "attended as rows, as one masked stream, or whichever scores fewer pairs).")
+_PACKED = flags.DEFINE_enum("packed_attention", "auto", ["auto", "rows", "blocks", "stream"],
+                            "Ours: model.packed_attention (models/packed.py: a group's packed "
+                            "completions attended as rows, in blocks, as one masked stream, or "
+                            "whichever scores fewest pairs).")
 _FUSE = flags.DEFINE_enum("fuse_projections", "auto", ["auto", "on", "off"], "Ours: "
                           "rollout.fuse_projections (the sampler's q/k/v and gate/up weights "
                           "concatenated; 'auto' = on a GPU).")

@@ -31,8 +31,8 @@ stage that fails or times out leaves its row empty, never the whole table. The s
   grpo_no_prefix   (not by default) grpo_ours without running the prompt prefix all groups share
                 once (rollout.common_prefix_min_tokens=0): its FLOPs saved against its compile
   grpo_stream   (not by default) grpo_ours with each group's packed completions attended as one
-                masked stream (model.packed_attention='stream') instead of 'auto' (rows where
-                they score fewer pairs: models/packed.py)
+                masked stream (model.packed_attention='stream') instead of 'auto' (rows or
+                blocks where they score fewer pairs: models/packed.py)
   grpo_save_mid    (not by default) grpo_ours with a checkpoint at step 2 too, written in the
                 background on an accelerator: how long it held training (time/checkpoint) and
                 what step 3 paid beside the writing thread

@@ -68,8 +68,9 @@ class ModelConfig:
   # where its shapes and dtypes allow, else "xla"; see models/attention.py).
   attention_implementation: str = "auto"
   # How attention runs a GRPO group's packed completions: "stream" (one block-diagonal mask over
-  # the group's stream), "rows" (each completion a row over [prompt | itself]), or "auto" (the one
-  # scoring fewer query-key pairs); the same numbers up to float rounding (models/packed.py).
+  # the group's stream), "rows" (each completion a row over [prompt | itself]), "blocks" (the
+  # stream in blocks of queries over the columns they can need), or "auto" (the one scoring fewest
+  # query-key pairs); the same numbers up to float rounding (models/packed.py).
   packed_attention: str = "auto"
   # The source config.json as canonical JSON, so to_hf_dict() keeps fields we do not model
   # (generation defaults, tokenizer ids, ...). Excluded from equality: it never changes the math.

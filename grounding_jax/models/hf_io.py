@@ -180,8 +180,9 @@ def load_pretrained(path: str | os.PathLike, *, dtype=jnp.float32, mesh: jax.sha
       0 = all); None keeps ModelConfig's default.
     attention_implementation: the attention kernel, "auto", "xla" or "cudnn" (models/attention.py;
       ModelConfig.attention_implementation); None keeps ModelConfig's default ("auto").
-    packed_attention: how a GRPO group's packed completions are attended, "auto", "rows" or
-      "stream" (models/packed.py; ModelConfig.packed_attention); None keeps the default ("auto").
+    packed_attention: how a GRPO group's packed completions are attended, "auto", "rows",
+      "blocks" or "stream" (models/packed.py; ModelConfig.packed_attention); None keeps the
+      default ("auto").
     read_weights: False = the architecture alone, from config.json: every parameter a
       jax.ShapeDtypeStruct (with its sharding on `mesh`, else none) and no safetensors file read —
       what a resumed run fills from its training checkpoint (rl/trainer.py).

@@ -230,14 +230,14 @@ class Attention(nnx.Module):
         token attends to.
       xc_btd: [groups, P, embed] normalised continuation inputs; positions_c int[groups, P];
         mask_c bool[groups, P, P]: which continuation tokens each continuation token attends to;
-        or the stream's completions as rows (models/packed.py: attended row by row).
+        or the stream as rows or blocks (models/packed.py, which attends them).
     Returns:
       (prefix out [groups, S, embed], continuation out [groups, P, embed]).
     """
     qp, kp, vp = self._qkv(xp_btd, positions_p, inv_freq)
     qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
     out_p = self._attention(qp, kp, vp, mask_p)
-    if isinstance(mask_c, packed.PackedRows):
+    if isinstance(mask_c, (packed.PackedRows, packed.PackedBlocks)):
       out_c = packed.attend(self._attention, qc, kc, vc, mask_c, (kp, vp, prefix_mask))
     else:
       if kp.shape[0] != qc.shape[0]:  # one prefix leads every group: its keys are read by each

@@ -1,6 +1,7 @@
-"""A group's packed completions attended as rows (models/packed.py): the layout, the choice between
-rows and one stream mask, and log-probs and gradients equal to the unpacked per-row model in both
-modes, with a prompt prefix all groups share, and on an 8-device mesh."""
+"""A group's packed completions attended as rows, in blocks or as one masked stream
+(models/packed.py): the rows' layout, the choice between the three, and log-probs and gradients
+equal to the unpacked per-row model in each, with a prompt prefix all groups share, and on an
+8-device mesh."""
 
 import dataclasses
 
@@ -53,7 +54,7 @@ def per_row():
   return _logp_and_grads(Transformer(CONFIG, rngs=nnx.Rngs(0)), _batch())
 
 
-@pytest.mark.parametrize("mode", ["rows", "stream"])
+@pytest.mark.parametrize("mode", ["rows", "blocks", "stream"])
 @pytest.mark.parametrize("common", [0, COMMON])
 def test_packed_completions_give_the_per_row_logprobs_and_gradients(per_row, mode, common):
   model = Transformer(dataclasses.replace(CONFIG, packed_attention=mode), rngs=nnx.Rngs(0))
@@ -63,11 +64,12 @@ def test_packed_completions_give_the_per_row_logprobs_and_gradients(per_row, mod
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
-def test_rows_on_an_8_device_mesh_equal_one_device(per_row):
-  """Groups split over data and fsdp, heads over tensor: the rows' gathers and scatters."""
+@pytest.mark.parametrize("mode", ["rows", "blocks"])
+def test_on_an_8_device_mesh_equal_one_device(per_row, mode):
+  """Groups split over data and fsdp, heads over tensor: the layouts' gathers and scatters."""
   mesh = parallel.make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
   with parallel.use_mesh(mesh):
-    model = Transformer(dataclasses.replace(CONFIG, packed_attention="rows"), rngs=nnx.Rngs(0))
+    model = Transformer(dataclasses.replace(CONFIG, packed_attention=mode), rngs=nnx.Rngs(0))
     p_ids, p_mask, c_ids, c_mask = _batch()
     rows = parallel.logical_sharding(("batch", None), c_ids.shape, mesh)
     batch = [jax.device_put(x, rows) for x in (p_ids, p_mask, c_ids, c_mask)]
@@ -95,16 +97,19 @@ def test_layout_names_each_completion_tokens_stream_column():
   assert (rows.rows_per_group, rows.width) == (3, 4)
 
 
-def test_auto_attends_whichever_layout_scores_fewer_pairs():
+def test_auto_attends_whichever_layout_scores_fewest_pairs():
   """models/packed.py's example: 8 completions of 256 tokens after a 400-token prompt."""
   sizes = dict(prefix=400, shared=0, rows_per_group=8, width=256)
   full, short = dict(sizes, stream=2048), dict(sizes, stream=512)
   assert packed.pairs("stream", **full) == 2048 * 2448
   assert packed.pairs("rows", **full) == 8 * 256 * 656
+  assert packed.pairs("blocks", **full) == 2048 * (400 + 64 + 256)
   assert packed.choose("auto", **full) == "rows"
-  assert packed.choose("auto", **short) == "stream"    # 512 · 912 < 8 · 256 · 656
+  assert packed.choose("auto", **short) == "blocks"    # 512 · 720 < 512 · 912 < 8 · 256 · 656
+  # A stream no longer than a block and its window: one mask over it scores fewest.
+  assert packed.choose("auto", prefix=100, stream=16, shared=0, rows_per_group=4, width=16) == "stream"
   assert packed.choose("stream", **full) == "stream" and packed.choose("rows", **short) == "rows"
-  with pytest.raises(ValueError, match=r"packed_attention='dense'.*'auto', 'rows', 'stream'"):
+  with pytest.raises(ValueError, match=r"packed_attention='dense'.*'auto', 'rows', 'blocks', 'stream'"):
     packed.choose("dense", **full)
   with pytest.raises(ValueError, match="packed_attention='dense'"):
     dataclasses.replace(CONFIG, packed_attention="dense")

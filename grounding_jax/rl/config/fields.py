@@ -149,8 +149,9 @@ MODEL = (
           choices=attention.IMPLEMENTATIONS),
     Field("model.packed_attention", "auto", str, "how the update attends a group's completions "
           "packed after its prompt (models/packed.py): 'rows' (each completion a row over [prompt "
-          "| itself]), 'stream' (one block-diagonal mask over the packed stream), or 'auto' (the "
-          "one scoring fewer query-key pairs); the same numbers up to float rounding",
+          "| itself]), 'blocks' (the stream in blocks of 64 queries over the columns they can "
+          "need), 'stream' (one block-diagonal mask over the packed stream), or 'auto' (the one "
+          "scoring fewest query-key pairs); the same numbers up to float rounding",
           choices=packed.MODES),
     # LoRA: rank > 0 trains adapters on `targets` only; the optimizer and the checkpoints hold just
     # the adapters, and the KL reference is the stage's initial adapters over the same frozen
