@@ -238,3 +238,12 @@ def test_sft_bench_reads_an_sft_runs_config_over_todays_defaults(tmp_path):
   assert (c.batch_size, c.micro_batch_size, c.model.path) == (4, 2, "/models/smollm2")
   assert c.checkpoint.compress == trainer.default_config().checkpoint.compress
   assert c.checkpoint.every_steps == 10**6  # no checkpoint inside the timed steps
+
+
+def test_packed_attention_bench_times_a_layout_and_names_autos_pick():
+  out, (result,) = _run("bench_packed_attention.py", "--model_shape=tiny", "--completion_width=16",
+                        "--mean_tokens=8", "--prompt_tokens=40", "--common_tokens=16",
+                        "--group_size=4", "--modes=blocks", "--calls=1")
+  assert "blocks: median" in out and "query-key pairs a group" in out
+  assert result["auto"] in ("rows", "blocks", "stream") and result["modes"]["blocks"]["median_s"] > 0
+  assert result["modes"]["blocks"]["pairs"] > 0 and result["packed_width"] % 16 == 0
