@@ -237,7 +237,7 @@ class Attention(nnx.Module):
     qp, kp, vp = self._qkv(xp_btd, positions_p, inv_freq)
     qc, kc, vc = self._qkv(xc_btd, positions_c, inv_freq)
     out_p = self._attention(qp, kp, vp, mask_p)
-    if isinstance(mask_c, (packed.PackedRows, packed.PackedBlocks)):
+    if isinstance(mask_c, packed.LAYOUTS):
       out_c = packed.attend(self._attention, qc, kc, vc, mask_c, (kp, vp, prefix_mask))
     else:
       if kp.shape[0] != qc.shape[0]:  # one prefix leads every group: its keys are read by each

@@ -82,14 +82,19 @@ class PackedBlocks:
   """A packed stream for attention run in blocks of its columns (`blocks`).
 
   Attributes:
-    segment: int32 [groups, P], the stream's segment ids.
+    mask: bool [groups · n, B, B + L]: which of its window's keys each query of a block attends
+      to (n = ⌈P / B⌉ blocks a group; the window: the L columns before the block and the block).
     shared: bool [groups, R], True at the stream's first R columns that hold the shared rest.
     width: L >= every completion's length (static); block: B, query columns a block holds (static).
   """
-  segment: jax.Array
+  mask: jax.Array
   shared: jax.Array
   width: int = dataclasses.field(metadata=dict(static=True))
   block: int = dataclasses.field(metadata=dict(static=True))
+
+
+# Either layout run by `attend` (what Attention.shared_prefix hands over instead of a mask).
+LAYOUTS = (PackedRows, PackedBlocks)
 
 
 def block_size(width: int) -> int:
@@ -151,8 +156,7 @@ def continuation_mask(mode: str, segment_ids: jax.Array, *, prefix: int,
   if mode == "rows":
     return layout(segment_ids, *rows, shared)
   if mode == "blocks":
-    return PackedBlocks(segment_ids, segment_ids[:, :shared] == SHARED_SEGMENT, rows[1],
-                        block_size(rows[1]))
+    return blocks(segment_ids, rows[1], shared)
   same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] >= 0)
   same |= (segment_ids == SHARED_SEGMENT)[:, None, :]
   return same & jnp.tril(jnp.ones((p, p), bool))[None]
@@ -175,6 +179,29 @@ def layout(segment_ids: jax.Array, rows_per_group: int, width: int, shared: int)
   cols = jnp.where(valid, start[..., None] + t, p).astype(jnp.int32)
   return PackedRows(cols.reshape(groups, -1), valid.reshape(groups, -1),
                     segment_ids[:, :shared] == SHARED_SEGMENT, rows_per_group, width)
+
+
+def _block_columns(p: int, block: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+  """(queries [n, B], window keys [n, B + L]): the stream columns of each block's queries and of
+  the keys it reads (before column 0 or past P − 1 where a block is at an end)."""
+  q_cols = np.arange(-(-p // block) * block).reshape(-1, block)
+  return q_cols, q_cols[:, :1] - width + np.arange(block + width)[None]
+
+
+def blocks(segment_ids: jax.Array, width: int, shared: int) -> PackedBlocks:
+  """A packed stream (`layout`'s segment ids) in blocks of `block_size(width)` queries, each over
+  its window: every key a completion token needs (at most L − 1 back) is there, and the mask keeps
+  the token's own completion's past."""
+  groups, p = segment_ids.shape
+  b = block_size(width)
+  q_cols, k_cols = _block_columns(p, b, width)
+  seg = jnp.pad(segment_ids, ((0, 0), (0, q_cols.size - p)), constant_values=-1)
+  seg_q = seg[:, q_cols]                                                     # [groups, n, B]
+  seg_k = jnp.where((k_cols >= 0) & (k_cols < p), seg[:, np.clip(k_cols, 0, p - 1)], -1)
+  mask = ((seg_q[..., :, None] == seg_k[..., None, :]) & (seg_q[..., :, None] >= 0)
+          & (k_cols[:, None, :] <= q_cols[:, :, None]))                     # [groups, n, B, B + L]
+  return PackedBlocks(mask.reshape(-1, b, b + width), segment_ids[:, :shared] == SHARED_SEGMENT,
+                      width, b)
 
 
 def attend(attention: Callable[..., jax.Array], q: jax.Array, k: jax.Array, v: jax.Array,
@@ -221,23 +248,15 @@ def _attend_rows(attention, q, k, v, rows: PackedRows, before) -> jax.Array:
                                    mode="drop")
 
 
-def _attend_blocks(attention, q, k, v, blocks: PackedBlocks, before) -> jax.Array:
-  """The stream's columns in blocks of B queries, each over [before | the L columns before the
-  block and the block itself]: every key a completion token needs (at most L − 1 back) is there,
-  and the mask keeps the token's own completion's past."""
+def _attend_blocks(attention, q, k, v, stream: PackedBlocks, before) -> jax.Array:
+  """The stream's columns in blocks of B queries, each over [before | its window] (`blocks`)."""
   groups, p = q.shape[:2]
-  b, width = blocks.block, blocks.width
-  n = -(-p // b)
-  q_cols = np.arange(n * b).reshape(n, b)                                   # [n, B]
-  k_cols = q_cols[:, :1] - width + np.arange(b + width)[None]               # [n, B + L]
-  seg = jnp.pad(blocks.segment, ((0, 0), (0, n * b - p)), constant_values=-1)
-  seg_q = seg[:, q_cols]                                                     # [groups, n, B]
-  seg_k = jnp.where((k_cols >= 0) & (k_cols < p), seg[:, np.clip(k_cols, 0, n * b - 1)], -1)
-  mask = ((seg_q[..., :, None] == seg_k[..., None, :]) & (seg_q[..., :, None] >= 0)
-          & (k_cols[:, None, :] <= q_cols[:, :, None]))                     # [groups, n, B, B + L]
+  b, width = stream.block, stream.width
+  q_cols, k_cols = _block_columns(p, b, width)
+  n = q_cols.shape[0]
   window = lambda x: x[:, np.clip(k_cols, 0, p - 1)].reshape(groups * n, b + width, *x.shape[2:])
   q_blocks = jnp.pad(q, ((0, 0), (0, n * b - p), (0, 0), (0, 0))).reshape(groups * n, b,
                                                                           *q.shape[2:])
-  out = attention(q_blocks, window(k), window(v), mask.reshape(groups * n, b, b + width),
+  out = attention(q_blocks, window(k), window(v), stream.mask,
                   prefix=tuple(jnp.repeat(x, n, axis=0) for x in before))
   return out.reshape(groups, n * b, *out.shape[2:])[:, :p]
