@@ -52,13 +52,14 @@ def main(argv):
   lp = update_lib.prompt_bucket(_PROMPT.value)
   rng = np.random.default_rng(0)
   n = g * groups
-  p_ids = rng.integers(3, min(config.vocab_size, 30000), (groups, lp)).astype(np.int32)
+  vocab = min(config.vocab_size, 1000)  # token ids drawn below this, within every shape's vocabulary
+  p_ids = rng.integers(3, vocab, (groups, lp)).astype(np.int32)
   p_ids[:, lp - _PROMPT.value:lp - _PROMPT.value + common] = 7
   p_mask = np.zeros((groups, lp), bool)
   p_mask[:, lp - _PROMPT.value:] = True
   lengths = np.clip(rng.normal(_MEAN.value, _MEAN.value / 3, n).astype(int), 1, width)
   c_mask = np.arange(width)[None] < lengths[:, None]
-  c_ids = np.where(c_mask, rng.integers(3, 1000, (n, width)), 0).astype(np.int32)
+  c_ids = np.where(c_mask, rng.integers(3, vocab, (n, width)), 0).astype(np.int32)
   packed_width = update_lib.packed_bucket(update_lib.packed_width({"loss_mask": c_mask}, g), width, g)
   batch = (np.repeat(p_ids, g, 0), np.repeat(p_mask, g, 0), c_ids, c_mask)
   shared = lp - common if common else 0
